@@ -1,0 +1,59 @@
+package k8sratelimit_test
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/k8sratelimit/k8sratelimit"
+	rlerrors "github.com/k8sratelimit/k8sratelimit/errors"
+)
+
+func ExampleLoadConfig() {
+	cfg, err := k8sratelimit.LoadConfig([]string{
+		"KUBERNETES_RATELIMIT=100",
+		"KUBERNETES_RATELIMIT_TIMESPAN=second",
+		"KUBERNETES_RATELIMIT_MAX_WAIT=2s",
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(cfg.Limit, cfg.Timespan, *cfg.MaxWait)
+	// Output: 100 1s 2s
+}
+
+func ExampleLoadConfig_invalid() {
+	_, err := k8sratelimit.LoadConfig([]string{"KUBERNETES_RATELIMIT_MAXWAIT=2s"})
+	fmt.Println(err)
+
+	_, err = k8sratelimit.LoadConfig([]string{"KUBERNETES_RATELIMIT_TIMESPAN=fortnight"})
+	var ice *rlerrors.InvalidConfigurationError
+	if errors.As(err, &ice) {
+		fmt.Printf("%s: %q is not accepted; accepted: %s\n", ice.Key, ice.Value, ice.Reason)
+	}
+	// Output:
+	// invalid configuration: KUBERNETES_RATELIMIT_MAXWAIT: not a known variable; did you mean KUBERNETES_RATELIMIT_MAX_WAIT?
+	// KUBERNETES_RATELIMIT_TIMESPAN: "fortnight" is not accepted; accepted: one of second, minute, hour, day (any case)
+}
+
+func ExampleLoadConfig_killSwitch() {
+	// With ENABLED=false nothing else is read, so a bad value elsewhere
+	// cannot stop the kill switch from working in an incident.
+	cfg, err := k8sratelimit.LoadConfig([]string{
+		"KUBERNETES_RATELIMIT_ENABLED=false",
+		"KUBERNETES_RATELIMIT=not-a-number",
+	})
+	fmt.Println(cfg.Enabled, err)
+	// Output: false <nil>
+}
+
+func ExampleConfig_Validate() {
+	cfg := k8sratelimit.DefaultConfig()
+	cfg.Strategy = k8sratelimit.StrategyLinear
+	cfg.Limit = 50
+	cfg.Timespan = 10 * time.Second
+	cfg.Burst = 100
+	fmt.Println(cfg.Validate())
+	// Output: invalid configuration: KUBERNETES_RATELIMIT_BURST="100": an integer from 1 to the limit (50)
+}
