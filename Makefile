@@ -1,0 +1,30 @@
+# The test command is `make test`: vet, then every test with the race
+# detector. `make fuzz` runs each fuzz target for FUZZTIME; `make bench`
+# runs the benchmarks.
+
+GO       ?= go
+FUZZTIME ?= 15s
+BENCHTIME ?= 1s
+
+.PHONY: test vet fuzz bench
+
+test: vet
+	$(GO) test -race ./...
+
+vet:
+	$(GO) vet ./...
+
+# Every Fuzz* function of every package, each for FUZZTIME.
+fuzz:
+	@set -e; \
+	$(GO) test -list '^Fuzz' ./... | awk '/^Fuzz/ { names = names " " $$1 } /^ok/ { if (names != "") print $$2 names; names = "" }' > .fuzz-targets; \
+	trap 'rm -f .fuzz-targets' EXIT; \
+	while read -r pkg targets; do \
+		for target in $$targets; do \
+			echo "fuzz $$pkg $$target for $(FUZZTIME)"; \
+			$(GO) test -run='^$$' -fuzz="^$$target$$" -fuzztime=$(FUZZTIME) $$pkg; \
+		done; \
+	done < .fuzz-targets
+
+bench:
+	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) ./...

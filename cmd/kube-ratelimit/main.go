@@ -1,0 +1,82 @@
+// Command kube-ratelimit inspects the configuration of k8sratelimit.
+//
+// Usage:
+//
+//	kube-ratelimit config   load KUBERNETES_RATELIMIT* strictly and print the effective settings
+//
+// config exits with status 2 when the configuration is invalid, printing
+// the error that names the variable.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"text/tabwriter"
+
+	"github.com/k8sratelimit/k8sratelimit"
+	rlerrors "github.com/k8sratelimit/k8sratelimit/errors"
+)
+
+const usage = `usage: kube-ratelimit <command>
+
+commands:
+  config   load the KUBERNETES_RATELIMIT* environment strictly and print the effective settings
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Environ(), os.Stdout, os.Stderr))
+}
+
+// run executes the command line args with environment environ and returns
+// the exit status: 0 on success, 2 for invalid configuration or usage.
+func run(args, environ []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "config":
+		return configCmd(args[1:], environ, stdout, stderr)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "kube-ratelimit: unknown command %q\n\n%s", args[0], usage)
+	return 2
+}
+
+// configCmd prints the effective settings as a table, or the configuration
+// error with exit status 2.
+func configCmd(args, environ []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		fmt.Fprintf(stderr, "kube-ratelimit config: unexpected argument %q\n", args[0])
+		return 2
+	}
+	cfg, err := k8sratelimit.LoadConfig(environ)
+	if err != nil {
+		fmt.Fprintf(stderr, "kube-ratelimit: %v\n", err)
+		if errors.As(err, new(*rlerrors.InvalidConfigurationError)) {
+			return 2
+		}
+		return 1
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "VARIABLE\tEFFECTIVE VALUE")
+	for _, kv := range cfg.Describe() {
+		v := kv[1]
+		if v == "" {
+			v = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\n", kv[0], v)
+	}
+	if err := tw.Flush(); err != nil {
+		fmt.Fprintf(stderr, "kube-ratelimit: %v\n", err)
+		return 1
+	}
+	if !cfg.Enabled {
+		fmt.Fprintln(stdout, "\nrate limiting is disabled: clients are left exactly as they are")
+	}
+	return 0
+}
