@@ -1,0 +1,283 @@
+package store
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/utils/clock"
+)
+
+// sweepEvery is how often, in store time, a Reserve looks for idle budgets
+// to drop.
+const sweepEvery = time.Second
+
+// Memory is the in-memory Store: budgets shared by the clients of one
+// process. It is the default store.
+//
+// Its time comes from the clock it was made with, read once per call.
+// Budgets are created on first use and dropped once idle: when their last
+// reservation is one timespan old and no cooldown or waiter remains, so
+// memory returns to its baseline without a background goroutine (Reserve
+// sweeps at most once a second of store time).
+//
+// A Memory is safe for concurrent use. The zero value is not usable; call
+// NewMemory.
+type Memory struct {
+	clock     clock.PassiveClock
+	epoch     time.Time
+	budgets   sync.Map // string -> *budget
+	count     atomic.Int64
+	lastSweep atomic.Int64
+}
+
+var _ Store = (*Memory)(nil)
+
+// NewMemory returns an empty in-memory store that reads time from c (the
+// real clock when c is nil).
+func NewMemory(c clock.PassiveClock) *Memory {
+	if c == nil {
+		c = clock.RealClock{}
+	}
+	return &Memory{clock: c, epoch: c.Now()}
+}
+
+// budget is one budget's state. mu guards everything below it; it is held
+// for arithmetic only.
+type budget struct {
+	mu       sync.Mutex
+	dropped  bool // removed from the map by a sweep: look it up again
+	strategy Strategy
+	limit    int
+	span     int64
+	interval int64
+	tau      int64
+	cd       int64            // end of the cooldown
+	lastID   uint64           // IDs are unique per budget
+	pending  map[uint64]int64 // deferred reservations: ID -> slot
+	window   window
+	linear   linear
+}
+
+// now returns the store time in nanoseconds since the store was made, on
+// the clock's monotonic reading.
+func (m *Memory) now() int64 { return int64(m.clock.Since(m.epoch)) }
+
+// Budgets returns the number of budgets the store holds.
+func (m *Memory) Budgets() int { return int(m.count.Load()) }
+
+// Reserve implements Store.
+func (m *Memory) Reserve(_ context.Context, key string, p Policy, r Request) (Reservation, error) {
+	now := m.now()
+	m.maybeSweep(now)
+	for {
+		b := m.budget(key)
+		b.mu.Lock()
+		if b.dropped {
+			b.mu.Unlock()
+			continue
+		}
+		res := b.reserveLocked(now, p, r)
+		b.mu.Unlock()
+		return res, nil
+	}
+}
+
+// reserveLocked applies policy p and reserves a slot. b.mu must be held.
+func (b *budget) reserveLocked(now int64, p Policy, r Request) Reservation {
+	b.setPolicyLocked(p)
+	id := b.lastID + 1
+	var slot int64
+	var ok bool
+	if b.strategy == Linear {
+		slot, ok = b.linear.reserve(now, b.cd, b.interval, b.tau, r)
+	} else {
+		slot, ok = b.window.reserve(now, b.cd, b.limit, b.span, id, r)
+	}
+	res := Reservation{OK: ok, Wait: time.Duration(slot - now), Cooldown: b.cd > now}
+	if !ok || slot == now {
+		return res
+	}
+	b.lastID = id
+	if b.pending == nil {
+		b.pending = make(map[uint64]int64)
+	}
+	b.pending[id] = slot
+	res.ID = id
+	return res
+}
+
+// setPolicyLocked makes the budget follow p, starting afresh when the
+// strategy changes. b.mu must be held.
+func (b *budget) setPolicyLocked(p Policy) {
+	if b.strategy != p.Strategy {
+		// A budget that changes strategy starts afresh; its waiters keep
+		// their slots.
+		b.strategy, b.window, b.linear = p.Strategy, window{}, linear{}
+	}
+	b.limit = max(p.Limit, 1)
+	b.span = max(int64(p.Timespan), 1)
+	b.interval = max(b.span/int64(b.limit), 1)
+	b.tau = int64(max(p.Burst, 1)-1) * b.interval
+}
+
+// Confirm implements Store.
+func (m *Memory) Confirm(_ context.Context, key string, id uint64) (time.Duration, error) {
+	now := m.now()
+	b, ok := m.existing(key)
+	if !ok {
+		return 0, ErrUnknownReservation
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	slot, ok := b.pending[id]
+	if !ok {
+		return 0, ErrUnknownReservation
+	}
+	if slot > now {
+		return time.Duration(slot - now), nil
+	}
+	delete(b.pending, id)
+	return 0, nil
+}
+
+// Release implements Store.
+func (m *Memory) Release(_ context.Context, key string, id uint64) error {
+	b, ok := m.existing(key)
+	if !ok {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	slot, ok := b.pending[id]
+	if !ok {
+		return nil
+	}
+	delete(b.pending, id)
+	if b.strategy == Linear {
+		b.linear.release(slot)
+	} else {
+		b.window.release(id, slot)
+	}
+	return nil
+}
+
+// SetCooldown implements Store.
+func (m *Memory) SetCooldown(_ context.Context, key string, p Policy, d time.Duration) (time.Duration, error) {
+	now := m.now()
+	for {
+		b := m.budget(key)
+		b.mu.Lock()
+		if b.dropped {
+			b.mu.Unlock()
+			continue
+		}
+		b.setPolicyLocked(p)
+		b.cooldownLocked(now, now+int64(max(d, 0)))
+		left := time.Duration(max(b.cd-now, 0))
+		b.mu.Unlock()
+		return left, nil
+	}
+}
+
+// cooldownLocked extends the cooldown to until and moves the outstanding
+// reservations after it. b.mu must be held.
+func (b *budget) cooldownLocked(now, until int64) {
+	if until <= b.cd {
+		return
+	}
+	b.cd = until
+	var delta int64
+	if b.strategy == Linear {
+		earliest := int64(-1)
+		for _, at := range b.pending {
+			if at > now && (earliest < 0 || at < earliest) {
+				earliest = at
+			}
+		}
+		for _, at := range b.linear.freed {
+			if at > now && (earliest < 0 || at < earliest) {
+				earliest = at
+			}
+		}
+		if earliest < 0 || earliest >= until {
+			return
+		}
+		delta = until - earliest
+		b.linear.shift(now, delta)
+	} else {
+		delta = b.window.shift(now, until)
+	}
+	if delta == 0 {
+		return
+	}
+	for id, at := range b.pending {
+		if at > now {
+			b.pending[id] = at + delta
+		}
+	}
+}
+
+// Cooldown implements Store.
+func (m *Memory) Cooldown(_ context.Context, key string) (time.Duration, error) {
+	now := m.now()
+	b, ok := m.existing(key)
+	if !ok {
+		return 0, nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return time.Duration(max(b.cd-now, 0)), nil
+}
+
+// budget returns the budget of key, creating it.
+func (m *Memory) budget(key string) *budget {
+	if v, ok := m.budgets.Load(key); ok {
+		return v.(*budget)
+	}
+	v, loaded := m.budgets.LoadOrStore(key, &budget{})
+	if !loaded {
+		m.count.Add(1)
+	}
+	return v.(*budget)
+}
+
+func (m *Memory) existing(key string) (*budget, bool) {
+	v, ok := m.budgets.Load(key)
+	if !ok {
+		return nil, false
+	}
+	return v.(*budget), true
+}
+
+// maybeSweep drops idle budgets, at most once per sweepEvery of store time.
+func (m *Memory) maybeSweep(now int64) {
+	last := m.lastSweep.Load()
+	if now-last < int64(sweepEvery) || !m.lastSweep.CompareAndSwap(last, now) {
+		return
+	}
+	m.budgets.Range(func(k, v any) bool {
+		b := v.(*budget)
+		b.mu.Lock()
+		if b.idleLocked(now) {
+			b.dropped = true
+			m.budgets.Delete(k)
+			m.count.Add(-1)
+		}
+		b.mu.Unlock()
+		return true
+	})
+}
+
+// idleLocked reports whether the budget constrains nothing from now on, so
+// that dropping it changes no decision. b.mu must be held.
+func (b *budget) idleLocked(now int64) bool {
+	if len(b.pending) > 0 || b.cd > now {
+		return false
+	}
+	if b.strategy == Linear {
+		return b.linear.idleAt() <= now
+	}
+	return b.window.idleAt(b.span) <= now
+}

@@ -1,0 +1,104 @@
+// Package store holds where budgets live: the Store interface the limiter
+// consumes, the in-memory store (the default), and the arithmetic of the
+// two strategies.
+//
+// A store decides admissions from its own clock: the in-memory store from
+// the clock it is given, a shared store from its server's. It therefore
+// answers with durations relative to the moment of the decision, never with
+// absolute times, so that processes whose clocks disagree still share one
+// exact budget.
+//
+// Every implementation passes the conformance suite in package storetest.
+package store
+
+import (
+	"context"
+	"errors"
+	"math"
+	"time"
+)
+
+// Strategy is how a budget spreads requests over its timespan.
+type Strategy string
+
+const (
+	// Window allows at most Limit requests to be sent in any rolling
+	// Timespan, exactly.
+	Window Strategy = "window"
+	// Linear paces requests one every Timespan/Limit with a burst allowance
+	// of Burst (the generic cell rate algorithm).
+	Linear Strategy = "linear"
+)
+
+// Policy describes a budget. The zero Policy is not valid.
+type Policy struct {
+	Strategy Strategy
+	// Limit is the number of requests per Timespan, at least 1.
+	Limit int
+	// Timespan is the period of the budget, positive.
+	Timespan time.Duration
+	// Burst is the burst allowance of Linear: 0 means 1. Window ignores it.
+	Burst int
+}
+
+// NoMaxWait is a Request.MaxWait that accepts any wait.
+const NoMaxWait = time.Duration(math.MaxInt64)
+
+// Request asks for one slot.
+type Request struct {
+	// MaxWait is the longest acceptable wait; a request whose slot is
+	// further away is refused and nothing is reserved. 0 admits only at
+	// once; NoMaxWait accepts any wait.
+	MaxWait time.Duration
+	// Jitter is added to the slot of a request that has to wait, as drawn
+	// by the caller (uniform in 0 … the configured jitter) before the
+	// reservation is recorded, so the recorded instant is the send instant.
+	// A request admitted at once never gets it, and it is cut short where
+	// it would push the wait past MaxWait.
+	Jitter time.Duration
+}
+
+// Reservation is the answer to a Request.
+type Reservation struct {
+	// OK reports that a slot was reserved. When false, Wait is how long the
+	// request would have had to wait, and nothing was reserved.
+	OK bool
+	// Wait is the time from the decision to the slot; 0 means send now.
+	Wait time.Duration
+	// ID identifies a deferred reservation for Confirm and Release. It is 0
+	// when Wait is 0 or OK is false.
+	ID uint64
+	// Cooldown reports that the budget was cooling down after a server's
+	// throttling answer when the decision was made.
+	Cooldown bool
+}
+
+// ErrUnknownReservation is returned by Confirm for a reservation that the
+// store no longer holds: released, or dropped by the store.
+var ErrUnknownReservation = errors.New("store: unknown reservation")
+
+// Store keeps budgets, one per key. Implementations are safe for concurrent
+// use; they never block on a lock while sleeping and return quickly (a
+// shared store bounds every call with a short timeout).
+type Store interface {
+	// Reserve takes the earliest slot for one request on the budget key
+	// under policy p: at once when the budget has room, otherwise the
+	// earliest instant at which the request fits, after every reservation
+	// already made (a released slot may be given to a newcomer).
+	Reserve(ctx context.Context, key string, p Policy, r Request) (Reservation, error)
+	// Confirm is called by a deferred request when its wait is over. It
+	// returns the time still left until its slot: 0 to send now, more when
+	// a cooldown moved the reservation later in the meantime.
+	Confirm(ctx context.Context, key string, id uint64) (time.Duration, error)
+	// Release gives back a deferred reservation that will not be used. The
+	// slot goes to a later newcomer; reservations already queued keep
+	// theirs. Releasing an unknown reservation does nothing.
+	Release(ctx context.Context, key string, id uint64) error
+	// SetCooldown makes the budget send nothing for d from now. A cooldown
+	// only ever extends. Every outstanding reservation moves later by the
+	// same amount, so that the earliest comes no sooner than the cooldown's
+	// end; order and spacing are kept. It returns the cooldown left.
+	SetCooldown(ctx context.Context, key string, p Policy, d time.Duration) (time.Duration, error)
+	// Cooldown returns the cooldown left on the budget, 0 when none.
+	Cooldown(ctx context.Context, key string) (time.Duration, error)
+}

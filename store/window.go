@@ -1,0 +1,152 @@
+package store
+
+import "sort"
+
+// freedID marks a released entry of a window: it still counts, so that the
+// reservations made after it stay valid, until a newcomer claims it.
+const freedID = ^uint64(0)
+
+// windowEntry is one reserved send instant. id is 0 for a request admitted
+// at once, the reservation's ID while it waits, freedID once released.
+type windowEntry struct {
+	at int64
+	id uint64
+}
+
+// window is the state of a budget under the Window strategy: every send
+// instant reserved in the last timespan and after it, in order. The first
+// head entries are dead and reused on compaction.
+//
+// The arithmetic is exact on send instants. A new entry t needs the L-th
+// latest entry s to lie at least one timespan before it (t >= s + span), so
+// that no half-open window of one timespan ever holds more than L entries;
+// taking t no earlier than the latest entry keeps arrival order.
+type window struct {
+	entries []windowEntry
+	head    int
+	freed   int // released entries still in entries[head:]
+}
+
+// windowReserve reserves the earliest slot at or after now (and after the
+// cooldown's end cd) for a request, following the package rules on jitter
+// and max wait. It returns the reserved instant, or ok false with the
+// instant the request would have had.
+func (w *window) reserve(now, cd int64, limit int, span int64, id uint64, r Request) (slot int64, ok bool) {
+	w.trim(now - span)
+	t0 := max(now, cd)
+	live := w.entries[w.head:]
+
+	slot = t0
+	if n := len(live); n > 0 {
+		slot = max(slot, live[n-1].at)
+		if n >= limit {
+			slot = max(slot, live[n-limit].at+span)
+		}
+	}
+	claim := -1
+	if w.freed > 0 {
+		if i := w.firstFreed(t0); i >= 0 && live[i].at <= slot {
+			claim, slot = i, live[i].at
+		}
+	}
+	wait := slot - now
+	if claim < 0 && wait > 0 {
+		slot += jitterWithin(wait, r)
+		wait = slot - now
+	}
+	if wait > int64(r.MaxWait) {
+		return slot, false
+	}
+	if wait == 0 {
+		id = 0
+	}
+	if claim >= 0 {
+		live[claim].id = id
+		w.freed--
+		return slot, true
+	}
+	w.entries = append(w.entries, windowEntry{at: slot, id: id})
+	return slot, true
+}
+
+// jitterWithin returns the part of r.Jitter that keeps a wait within
+// r.MaxWait.
+func jitterWithin(wait int64, r Request) int64 {
+	j := int64(r.Jitter)
+	if j <= 0 {
+		return 0
+	}
+	if room := int64(r.MaxWait) - wait; room < j {
+		return max(room, 0)
+	}
+	return j
+}
+
+// trim drops the entries at or before the instant old, which no longer
+// constrain any slot from now on, and compacts the slice when more than
+// half of it is dead.
+func (w *window) trim(old int64) {
+	for w.head < len(w.entries) && w.entries[w.head].at <= old {
+		if w.entries[w.head].id == freedID {
+			w.freed--
+		}
+		w.head++
+	}
+	if w.head == len(w.entries) {
+		w.entries, w.head = w.entries[:0], 0
+		return
+	}
+	if w.head > 64 && w.head > len(w.entries)/2 {
+		n := copy(w.entries, w.entries[w.head:])
+		w.entries, w.head = w.entries[:n], 0
+	}
+}
+
+// firstFreed returns the index in the live entries of the earliest
+// released entry at or after t, or -1.
+func (w *window) firstFreed(t int64) int {
+	live := w.entries[w.head:]
+	for i := sort.Search(len(live), func(i int) bool { return live[i].at >= t }); i < len(live); i++ {
+		if live[i].id == freedID {
+			return i
+		}
+	}
+	return -1
+}
+
+// release marks the entry of reservation id, reserved at at, as freed.
+func (w *window) release(id uint64, at int64) {
+	live := w.entries[w.head:]
+	for i := sort.Search(len(live), func(i int) bool { return live[i].at >= at }); i < len(live) && live[i].at == at; i++ {
+		if live[i].id == id {
+			live[i].id = freedID
+			w.freed++
+			return
+		}
+	}
+}
+
+// shift moves every entry after now later by the same amount, so that the
+// earliest comes no sooner than until, and returns that amount (0 when
+// nothing had to move). Entries at or before now are sent and stay.
+func (w *window) shift(now, until int64) int64 {
+	live := w.entries[w.head:]
+	i := sort.Search(len(live), func(i int) bool { return live[i].at > now })
+	if i == len(live) || live[i].at >= until {
+		return 0
+	}
+	delta := until - live[i].at
+	for ; i < len(live); i++ {
+		live[i].at += delta
+	}
+	return delta
+}
+
+// idleAt returns the instant from which the window no longer constrains
+// anything.
+func (w *window) idleAt(span int64) int64 {
+	if w.head == len(w.entries) {
+		return 0
+	}
+	return w.entries[len(w.entries)-1].at + span
+}
