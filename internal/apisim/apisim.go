@@ -1,0 +1,209 @@
+// Package apisim is an in-process stand-in for a Kubernetes API server,
+// for tests and the demo: an httptest server that answers discovery,
+// /version, pods, namespaces, leases and watches the way an API server
+// does, records every request it receives, and can be told to throttle
+// like API Priority and Fairness (429 with Retry-After).
+package apisim
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/version"
+)
+
+// Request is one request the server received.
+type Request struct {
+	Method string
+	Path   string
+	Query  string
+	Header http.Header
+	At     time.Time
+}
+
+// ThrottleFunc decides, before a request is served, whether to answer it
+// with a throttling status instead; it returns the status (0: serve it) and
+// the headers to set.
+type ThrottleFunc func(r *http.Request) (status int, header http.Header)
+
+// Server is a simulated API server. It is safe for concurrent use.
+type Server struct {
+	*httptest.Server
+
+	mu       sync.Mutex
+	requests []Request
+	throttle ThrottleFunc
+	stop     chan struct{}
+	stopOnce sync.Once
+}
+
+// New starts a simulated API server on a loopback port. Close it when done.
+func New() *Server {
+	s := &Server{stop: make(chan struct{})}
+	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	return s
+}
+
+// Close ends the open watches and stops the server.
+func (s *Server) Close() {
+	s.stopOnce.Do(func() { close(s.stop) })
+	s.Server.Close()
+}
+
+// SetThrottle installs f (nil: none).
+func (s *Server) SetThrottle(f ThrottleFunc) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.throttle = f
+}
+
+// Requests returns the requests received so far, in order of arrival.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Request(nil), s.requests...)
+}
+
+// Count returns the number of requests received whose path contains part.
+func (s *Server) Count(part string) int {
+	n := 0
+	for _, r := range s.Requests() {
+		if strings.Contains(r.Path, part) {
+			n++
+		}
+	}
+	return n
+}
+
+// Reset forgets the requests received so far.
+func (s *Server) Reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.requests = nil
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Header: r.Header.Clone(), At: time.Now()})
+	throttle := s.throttle
+	s.mu.Unlock()
+
+	if throttle != nil {
+		if status, header := throttle(r); status != 0 {
+			for k, vs := range header {
+				w.Header()[k] = vs
+			}
+			writeStatus(w, status, metav1.StatusReasonTooManyRequests, "too many requests, please try again later")
+			return
+		}
+	}
+	s.route(w, r)
+}
+
+func (s *Server) route(w http.ResponseWriter, r *http.Request) {
+	segs := strings.FieldsFunc(r.URL.Path, func(c rune) bool { return c == '/' })
+	switch {
+	case r.URL.Path == "/version":
+		writeJSON(w, http.StatusOK, version.Info{Major: "1", Minor: "37", GitVersion: "v1.37.2-apisim"})
+	case r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || r.URL.Path == "/livez":
+		w.Write([]byte("ok"))
+	case r.URL.Path == "/api":
+		writeJSON(w, http.StatusOK, metav1.APIVersions{TypeMeta: metav1.TypeMeta{Kind: "APIVersions"}, Versions: []string{"v1"}})
+	case r.URL.Path == "/apis":
+		writeJSON(w, http.StatusOK, metav1.APIGroupList{TypeMeta: metav1.TypeMeta{Kind: "APIGroupList", APIVersion: "v1"}})
+	case len(segs) >= 5 && segs[0] == "api" && segs[2] == "namespaces" && segs[4] == "pods":
+		s.pods(w, r, segs)
+	case len(segs) == 3 && segs[0] == "api" && segs[2] == "namespaces":
+		s.list(w, r, &corev1.NamespaceList{TypeMeta: metav1.TypeMeta{Kind: "NamespaceList", APIVersion: "v1"},
+			ListMeta: metav1.ListMeta{ResourceVersion: "1"},
+			Items:    []corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: "default", ResourceVersion: "1"}}}})
+	case len(segs) >= 7 && segs[1] == "coordination.k8s.io" && segs[5] == "leases":
+		lease := coordinationv1.Lease{TypeMeta: metav1.TypeMeta{Kind: "Lease", APIVersion: "coordination.k8s.io/v1"},
+			ObjectMeta: metav1.ObjectMeta{Name: segs[6], Namespace: segs[4], ResourceVersion: "1"}}
+		writeJSON(w, http.StatusOK, &lease)
+	default:
+		writeStatus(w, http.StatusNotFound, metav1.StatusReasonNotFound, "the server could not find the requested resource")
+	}
+}
+
+// pods serves /api/v1/namespaces/<ns>/pods[/<name>[/<subresource>]].
+func (s *Server) pods(w http.ResponseWriter, r *http.Request, segs []string) {
+	ns := segs[3]
+	switch len(segs) {
+	case 5:
+		pod := corev1.Pod{TypeMeta: metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"},
+			ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: ns, ResourceVersion: "1"}}
+		s.list(w, r, &corev1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"},
+			ListMeta: metav1.ListMeta{ResourceVersion: "1"}, Items: []corev1.Pod{pod}})
+	case 6:
+		writeJSON(w, http.StatusOK, &corev1.Pod{TypeMeta: metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"},
+			ObjectMeta: metav1.ObjectMeta{Name: segs[5], Namespace: ns, ResourceVersion: "1"}})
+	default:
+		// exec, attach, portforward, log, proxy: no node runs the pod.
+		writeStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest,
+			fmt.Sprintf("pod %s/%s has no node to %s", ns, segs[5], segs[6]))
+	}
+}
+
+// list answers a list, or a watch when ?watch=true: the list's items as
+// ADDED events, then nothing until the client or the server goes away.
+func (s *Server) list(w http.ResponseWriter, r *http.Request, list runtime.Object) {
+	if r.URL.Query().Get("watch") != "true" {
+		writeJSON(w, http.StatusOK, list)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	enc := json.NewEncoder(w)
+	items := watchItems(list)
+	for _, obj := range items {
+		raw, _ := json.Marshal(obj)
+		_ = enc.Encode(metav1.WatchEvent{Type: "ADDED", Object: runtime.RawExtension{Raw: raw}})
+	}
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+	select {
+	case <-r.Context().Done():
+	case <-s.stop:
+	}
+}
+
+func watchItems(list runtime.Object) []any {
+	var out []any
+	switch l := list.(type) {
+	case *corev1.PodList:
+		for i := range l.Items {
+			p := l.Items[i]
+			p.TypeMeta = metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"}
+			out = append(out, &p)
+		}
+	case *corev1.NamespaceList:
+		for i := range l.Items {
+			n := l.Items[i]
+			n.TypeMeta = metav1.TypeMeta{Kind: "Namespace", APIVersion: "v1"}
+			out = append(out, &n)
+		}
+	}
+	return out
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeStatus(w http.ResponseWriter, code int, reason metav1.StatusReason, msg string) {
+	writeJSON(w, code, &metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+		Status: metav1.StatusFailure, Code: int32(code), Reason: reason, Message: msg})
+}

@@ -1,0 +1,227 @@
+package k8sratelimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/go-logr/logr"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/utils/clock"
+
+	"github.com/k8sratelimit/k8sratelimit/cluster"
+	"github.com/k8sratelimit/k8sratelimit/limiter"
+	"github.com/k8sratelimit/k8sratelimit/store"
+)
+
+// Limiter gives the clients configured with it one budget per API server.
+// It is safe for concurrent use. Make one with New; the process default is
+// built from the environment by Configure and Default.
+type Limiter struct {
+	cfg    Config
+	engine *limiter.Limiter // nil when disabled
+}
+
+// Option configures New.
+type Option func(*options)
+
+type options struct {
+	store    store.Store
+	clock    clock.WithTicker
+	logger   logr.Logger
+	observer limiter.Observer
+	exempt   []func(*http.Request) bool
+}
+
+// WithStore keeps the budgets in s instead of a new in-memory store.
+func WithStore(s store.Store) Option { return func(o *options) { o.store = s } }
+
+// WithClock makes every timer, deadline and (for the in-memory store)
+// every admission decision read c. Tests pass a fake clock.
+func WithClock(c clock.WithTicker) Option { return func(o *options) { o.clock = c } }
+
+// WithLogger sends the limiter's logs to log.
+func WithLogger(log logr.Logger) Option { return func(o *options) { o.logger = log } }
+
+// WithObserver tells o of every decision (see limiter.Observer).
+func WithObserver(o limiter.Observer) Option {
+	return func(opts *options) { opts.observer = o }
+}
+
+// WithExemption exempts the requests f matches: they never wait and
+// consume nothing. Streaming connections (exec, attach, portforward) and
+// coordination.k8s.io leases are always exempt.
+func WithExemption(f func(*http.Request) bool) Option {
+	return func(o *options) { o.exempt = append(o.exempt, f) }
+}
+
+// New returns a Limiter for cfg, which must be valid. A disabled cfg gives
+// a Limiter whose Configure leaves every rest.Config untouched.
+func New(cfg Config, opts ...Option) (*Limiter, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if !cfg.Enabled {
+		return &Limiter{cfg: cfg}, nil
+	}
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.clock == nil {
+		o.clock = clock.RealClock{}
+	}
+	if o.store == nil {
+		if cfg.Store != StoreMemory {
+			return nil, fmt.Errorf("k8sratelimit: store %q: pass its store.Store with WithStore", cfg.Store)
+		}
+		o.store = store.NewMemory(o.clock)
+	}
+	engine := limiter.New(o.store, limiter.Options{
+		Policy:   cfg.policy(),
+		MaxWait:  cfg.MaxWait,
+		Jitter:   cfg.Jitter,
+		Adaptive: cfg.Adaptive,
+		Clock:    o.clock,
+		Logger:   o.logger,
+		Observer: o.observer,
+		Exempt:   o.exempt,
+	})
+	return &Limiter{cfg: cfg, engine: engine}, nil
+}
+
+// policy returns the store policy of the configuration.
+func (c Config) policy() store.Policy {
+	return store.Policy{Strategy: store.Strategy(c.Strategy), Limit: c.Limit, Timespan: c.Timespan, Burst: c.Burst}
+}
+
+// Config returns the configuration the Limiter was made with.
+func (l *Limiter) Config() Config { return l.cfg }
+
+// Enabled reports whether the Limiter limits anything.
+func (l *Limiter) Enabled() bool { return l.engine != nil }
+
+// Configure makes every client built from rc count against the budget of
+// its API server; the cluster is named by its normalised API server in
+// errors, logs and metrics. See ConfigureCluster.
+func (l *Limiter) Configure(rc *rest.Config) error {
+	return l.ConfigureCluster("", rc)
+}
+
+// ConfigureCluster is Configure with a registered cluster name, used in
+// errors, logs and metrics instead of the API server.
+//
+// It adds the limiter's transport with rc.Wrap, after any WrapTransport
+// already there. When the caller left both rc.QPS and rc.RateLimiter unset,
+// it sets rc.QPS to -1, so that client-go's default limiter (5 QPS per
+// client) does not throttle on top; a QPS or RateLimiter the caller chose
+// is left alone, except this package's own RateLimiter, which is refused
+// (the same requests would count twice). Configuring one rc twice counts
+// each request once. A disabled Limiter leaves rc untouched.
+func (l *Limiter) ConfigureCluster(name string, rc *rest.Config) error {
+	if rc == nil {
+		return errors.New("k8sratelimit: nil rest.Config")
+	}
+	if l.engine == nil {
+		return nil
+	}
+	if _, ok := rc.RateLimiter.(*limiter.RateLimiter); ok {
+		return errors.New("k8sratelimit: rest.Config.RateLimiter is already a k8sratelimit RateLimiter: with Configure too, every request would count twice")
+	}
+	b, err := l.budgetFor(name, rc)
+	if err != nil {
+		return err
+	}
+	engine := l.engine
+	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		if wrapsEngine(rt, engine) {
+			return rt
+		}
+		return b.Wrap(rt)
+	})
+	if rc.QPS == 0 && rc.RateLimiter == nil {
+		rc.QPS = -1
+	}
+	return nil
+}
+
+// RateLimiter returns a flowcontrol.RateLimiter on the budget of rc's API
+// server, for callers that can only take one. It sees no requests or
+// responses: it cannot exempt leases or follow a server's 429s, so prefer
+// Configure, and never use it for leader election. A disabled Limiter
+// returns a limiter that admits everything.
+func (l *Limiter) RateLimiter(rc *rest.Config) (flowcontrol.RateLimiter, error) {
+	if rc == nil {
+		return nil, errors.New("k8sratelimit: nil rest.Config")
+	}
+	if l.engine == nil {
+		return flowcontrol.NewFakeAlwaysRateLimiter(), nil
+	}
+	b, err := l.budgetFor("", rc)
+	if err != nil {
+		return nil, err
+	}
+	return b.RateLimiter(), nil
+}
+
+// Budget returns the budget of rc's API server, registering name for it
+// when name is not empty. It returns nil for a disabled Limiter.
+func (l *Limiter) Budget(name string, rc *rest.Config) (*limiter.Budget, error) {
+	if l.engine == nil {
+		return nil, nil
+	}
+	return l.budgetFor(name, rc)
+}
+
+func (l *Limiter) budgetFor(name string, rc *rest.Config) (*limiter.Budget, error) {
+	apiserver, err := cluster.APIServerFor(rc)
+	if err != nil {
+		return nil, fmt.Errorf("k8sratelimit: %w", err)
+	}
+	if name == "" {
+		name = apiserver
+	}
+	return l.engine.Budget(cluster.Key(l.cfg.Owner, apiserver), name), nil
+}
+
+// Close wakes every waiting request with errors.ErrClosed and releases its
+// reservation. After Close, counted requests fail at once with ErrClosed
+// and exempt ones still pass. It is idempotent.
+func (l *Limiter) Close() error {
+	if l.engine == nil {
+		return nil
+	}
+	return l.engine.Close()
+}
+
+// wrapsEngine reports whether rt, or a transport it wraps, is a Transport
+// of engine.
+func wrapsEngine(rt http.RoundTripper, engine *limiter.Limiter) bool {
+	for rt != nil {
+		if t, ok := rt.(*limiter.Transport); ok && t.Budget().Limiter() == engine {
+			return true
+		}
+		w, ok := rt.(utilnet.RoundTripperWrapper)
+		if !ok {
+			return false
+		}
+		rt = w.WrappedRoundTripper()
+	}
+	return false
+}
+
+// WithMaxWait returns a context whose Kubernetes requests wait at most d
+// for their slot (0: never), whatever the configured maximum wait.
+func WithMaxWait(ctx context.Context, d time.Duration) context.Context {
+	return limiter.WithMaxWait(ctx, d)
+}
+
+// WithoutLimit returns a context whose Kubernetes requests are exempt:
+// they never wait and consume nothing.
+func WithoutLimit(ctx context.Context) context.Context {
+	return limiter.WithoutLimit(ctx)
+}

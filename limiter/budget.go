@@ -1,0 +1,224 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	rlerrors "github.com/k8sratelimit/k8sratelimit/errors"
+	"github.com/k8sratelimit/k8sratelimit/store"
+)
+
+// slowWait is how long a request may wait before it is logged; at most one
+// such log line per budget per slowWait.
+const slowWait = time.Second
+
+// Budget is the budget of one API server, shared by every client of it.
+// It is safe for concurrent use.
+type Budget struct {
+	l       *Limiter
+	key     string
+	cluster atomic.Pointer[string]
+
+	mu    sync.Mutex    // guards moved
+	moved chan struct{} // closed and replaced when a cooldown moves reservations
+
+	lastSlowLog atomic.Int64 // clock UnixNano of the last slow-wait log line
+}
+
+func newBudget(l *Limiter, key, cluster string) *Budget {
+	b := &Budget{l: l, key: key, moved: make(chan struct{})}
+	b.cluster.Store(&cluster)
+	return b
+}
+
+// rename sets the cluster name, when one is given.
+func (b *Budget) rename(cluster string) {
+	if cluster != "" && *b.cluster.Load() != cluster {
+		b.cluster.Store(&cluster)
+	}
+}
+
+// Key returns the budget key, k8s:<owner>:<apiserver>.
+func (b *Budget) Key() string { return b.key }
+
+// Cluster returns the cluster name used in errors, logs and metrics.
+func (b *Budget) Cluster() string { return *b.cluster.Load() }
+
+// Wait takes one slot of the budget and returns when it has come.
+//
+// The wait is decided before sleeping. When it would exceed the maximum
+// wait (WithMaxWait, else the configured one), or end after the context's
+// deadline, Wait fails at once with an *errors.RateLimitExceededError and
+// reserves nothing. A context cancelled while waiting returns the context's
+// error and releases the slot. After the Limiter is closed, Wait fails with
+// errors.ErrClosed.
+func (b *Budget) Wait(ctx context.Context) error {
+	return b.wait(ctx, nil)
+}
+
+// wait is Wait that also gives up, releasing its slot, when stop is closed.
+func (b *Budget) wait(ctx context.Context, stop <-chan struct{}) error {
+	l := b.l
+	if l.isClosed() {
+		return errClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	w := b.limits(ctx)
+	res, err := l.store.Reserve(ctx, b.key, l.policy, store.Request{MaxWait: w.limit, Jitter: l.drawJitter()})
+	if err != nil {
+		return fmt.Errorf("k8sratelimit: budget %s: %w", b.key, err)
+	}
+	if !res.OK {
+		return b.refuse(res.Wait, w)
+	}
+	if res.Wait == 0 {
+		l.observer.Admitted(b.Cluster(), b.key, 0, false)
+		return nil
+	}
+	return b.sleep(ctx, stop, res, w)
+}
+
+// waitLimits is how long a request may wait, and why.
+type waitLimits struct {
+	start      time.Time
+	limit      time.Duration // the tighter of max wait and deadline
+	maxWait    time.Duration // the max wait in force (meaningful when hasMax)
+	hasMax     bool
+	byDeadline bool // the context's deadline is the tighter limit
+}
+
+func (b *Budget) limits(ctx context.Context) waitLimits {
+	w := waitLimits{start: b.l.clock.Now(), limit: store.NoMaxWait}
+	if d, ok := b.l.maxWaitFor(ctx); ok {
+		w.maxWait, w.hasMax, w.limit = d, true, d
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		if left := max(dl.Sub(w.start), 0); left < w.limit {
+			w.limit, w.byDeadline = left, true
+		}
+	}
+	return w
+}
+
+// refuse returns the error of a request whose slot is wait away, beyond
+// the limits w.
+func (b *Budget) refuse(wait time.Duration, w waitLimits) error {
+	b.l.observer.Rejected(b.Cluster(), b.key, wait)
+	e := &rlerrors.RateLimitExceededError{Cluster: b.Cluster(), Key: b.key, Wait: wait, MaxWait: w.maxWait}
+	if w.byDeadline {
+		e.Err = context.DeadlineExceeded
+	}
+	return e
+}
+
+// sleep waits for the slot of reservation res, confirming it when the
+// timer fires or a cooldown moves it, until the store says go.
+func (b *Budget) sleep(ctx context.Context, stop <-chan struct{}, res store.Reservation, w waitLimits) error {
+	l := b.l
+	if !l.addWaiter() {
+		b.release(ctx, res.ID)
+		return errClosed
+	}
+	defer l.waiters.Done()
+
+	wait := res.Wait
+	for {
+		moved := b.movedSignal()
+		timer := l.clock.NewTimer(wait)
+		select {
+		case <-timer.C():
+		case <-moved:
+			timer.Stop()
+		case <-ctx.Done():
+			timer.Stop()
+			b.release(ctx, res.ID)
+			return ctx.Err()
+		case <-stop:
+			timer.Stop()
+			b.release(ctx, res.ID)
+			return errStopped
+		case <-l.done:
+			timer.Stop()
+			b.release(ctx, res.ID)
+			return errClosed
+		}
+		left, err := l.store.Confirm(ctx, b.key, res.ID)
+		if errors.Is(err, store.ErrUnknownReservation) && l.isClosed() {
+			return errClosed
+		}
+		if err != nil {
+			b.release(ctx, res.ID)
+			return fmt.Errorf("k8sratelimit: budget %s: %w", b.key, err)
+		}
+		if left == 0 {
+			waited := l.clock.Since(w.start)
+			l.observer.Admitted(b.Cluster(), b.key, waited, res.Cooldown)
+			b.logSlow(waited, res.Cooldown)
+			return nil
+		}
+		// A cooldown moved the slot: give up now if it is out of reach.
+		if l.clock.Since(w.start)+left > w.limit {
+			b.release(ctx, res.ID)
+			return b.refuse(left, w)
+		}
+		wait, res.Cooldown = left, true
+	}
+}
+
+// release gives back a reservation, also when ctx is already done.
+func (b *Budget) release(ctx context.Context, id uint64) {
+	if err := b.l.store.Release(context.WithoutCancel(ctx), b.key, id); err != nil {
+		b.l.log.Error(err, "releasing a reservation", "budget", b.key)
+	}
+}
+
+// movedSignal returns the channel closed at the next cooldown.
+func (b *Budget) movedSignal() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.moved
+}
+
+// Cooldown makes the whole budget send nothing for d, as after a server's
+// 429 with Retry-After: d. It only ever extends a cooldown. Waiting
+// requests are woken to look at their moved slots at once. It returns the
+// cooldown left.
+func (b *Budget) Cooldown(ctx context.Context, d time.Duration) (time.Duration, error) {
+	left, err := b.l.store.SetCooldown(ctx, b.key, b.l.policy, d)
+	if err != nil {
+		return 0, fmt.Errorf("k8sratelimit: budget %s: %w", b.key, err)
+	}
+	b.mu.Lock()
+	close(b.moved)
+	b.moved = make(chan struct{})
+	b.mu.Unlock()
+	return left, nil
+}
+
+// logSlow logs a wait longer than slowWait, at most once per slowWait per
+// budget, naming the budget and what made it wait.
+func (b *Budget) logSlow(waited time.Duration, cooldown bool) {
+	if waited <= slowWait {
+		return
+	}
+	now := b.l.clock.Now().UnixNano()
+	last := b.lastSlowLog.Load()
+	if now-last < int64(slowWait) || !b.lastSlowLog.CompareAndSwap(last, now) {
+		return
+	}
+	reason := "client-side budget"
+	if cooldown {
+		reason = "server cooldown"
+	}
+	b.l.log.Info("Waited before sending a request", "waited", waited.Round(time.Millisecond),
+		"reason", reason, "cluster", b.Cluster(), "budget", b.key)
+}
+
+// Limiter returns the Limiter the budget belongs to.
+func (b *Budget) Limiter() *Limiter { return b.l }

@@ -1,0 +1,227 @@
+// Package limiter is the budget engine: it asks a store.Store for slots,
+// waits for them, gives up when waiting would exceed the maximum wait or
+// the context's deadline, follows the server's throttling answers with a
+// cooldown, and plugs into client-go as an http.RoundTripper (Transport)
+// and as a flowcontrol.RateLimiter (RateLimiter).
+//
+// A Limiter holds one Budget per API server (per budget key); every client
+// of that server shares it. The root package k8sratelimit builds Limiters
+// from configuration; use this package directly to assemble one by hand.
+package limiter
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/utils/clock"
+
+	rlerrors "github.com/k8sratelimit/k8sratelimit/errors"
+	"github.com/k8sratelimit/k8sratelimit/store"
+)
+
+// Options configures a Limiter. The zero value of each field is its
+// default.
+type Options struct {
+	// Policy is the budget of each API server. Required.
+	Policy store.Policy
+	// MaxWait caps how long a request waits for its slot: nil is no cap, 0
+	// never waits. WithMaxWait overrides it per request.
+	MaxWait *time.Duration
+	// Jitter adds a uniform random 0 … Jitter to the slot of a deferred
+	// request.
+	Jitter time.Duration
+	// Adaptive makes the Transport start a cooldown on a 429, or a 503 with
+	// Retry-After.
+	Adaptive bool
+	// Clock is the clock of every timer and deadline. Default: the real
+	// clock. It should be the clock the store reads.
+	Clock clock.WithTicker
+	// Logger receives the limiter's logs. Default: discard.
+	Logger logr.Logger
+	// Observer is told of every decision, for metrics and tests. Default:
+	// none.
+	Observer Observer
+	// Exempt lists extra requests that never wait and consume nothing, on
+	// top of streaming connections and leader-election leases.
+	Exempt []func(*http.Request) bool
+}
+
+// Limiter shares budgets between clients. It is safe for concurrent use;
+// the zero value is not usable: call New.
+type Limiter struct {
+	store    store.Store
+	policy   store.Policy
+	maxWait  *time.Duration
+	jitter   time.Duration
+	adaptive bool
+	clock    clock.WithTicker
+	log      logr.Logger
+	observer Observer
+	exempt   []func(*http.Request) bool
+
+	budgets sync.Map // key -> *Budget
+
+	mu      sync.Mutex // guards closed and the Add side of waiters
+	closed  bool
+	done    chan struct{} // closed by Close
+	waiters sync.WaitGroup
+}
+
+// New returns a Limiter that keeps its budgets in s.
+func New(s store.Store, opts Options) *Limiter {
+	l := &Limiter{
+		store:    s,
+		policy:   opts.Policy,
+		maxWait:  opts.MaxWait,
+		jitter:   opts.Jitter,
+		adaptive: opts.Adaptive,
+		clock:    opts.Clock,
+		log:      opts.Logger,
+		observer: opts.Observer,
+		exempt:   opts.Exempt,
+		done:     make(chan struct{}),
+	}
+	if l.clock == nil {
+		l.clock = clock.RealClock{}
+	}
+	if l.log.GetSink() == nil {
+		l.log = logr.Discard()
+	}
+	if l.observer == nil {
+		l.observer = nopObserver{}
+	}
+	return l
+}
+
+// Budget returns the budget of key, creating it. cluster names it in
+// errors, logs and metrics; the first non-empty name registered for a key
+// is kept, and a later registration with another name renames it.
+func (l *Limiter) Budget(key, cluster string) *Budget {
+	if v, ok := l.budgets.Load(key); ok {
+		b := v.(*Budget)
+		b.rename(cluster)
+		return b
+	}
+	v, _ := l.budgets.LoadOrStore(key, newBudget(l, key, cluster))
+	b := v.(*Budget)
+	b.rename(cluster)
+	return b
+}
+
+// Policy returns the policy of the budgets.
+func (l *Limiter) Policy() store.Policy { return l.policy }
+
+// Store returns the store the budgets live in.
+func (l *Limiter) Store() store.Store { return l.store }
+
+// Close wakes every waiting request with errors.ErrClosed, releasing its
+// reservation, and waits until they have all returned. After Close,
+// counted requests fail at once with ErrClosed; exempt ones still pass.
+// Close is idempotent and always returns nil.
+func (l *Limiter) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		l.waiters.Wait()
+		return nil
+	}
+	l.closed = true
+	close(l.done)
+	l.mu.Unlock()
+	l.waiters.Wait()
+	return nil
+}
+
+// addWaiter registers a waiting request, or reports that the limiter is
+// closed.
+func (l *Limiter) addWaiter() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return false
+	}
+	l.waiters.Add(1)
+	return true
+}
+
+func (l *Limiter) isClosed() bool {
+	select {
+	case <-l.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// drawJitter returns a uniform random duration in 0 … the jitter.
+func (l *Limiter) drawJitter() time.Duration {
+	if l.jitter <= 0 {
+		return 0
+	}
+	return time.Duration(rand.Int64N(int64(l.jitter) + 1))
+}
+
+// Context keys of the per-request overrides.
+type (
+	maxWaitKey   struct{}
+	noLimitKey   struct{}
+	unlimitedKey struct{}
+)
+
+// WithMaxWait returns a context whose requests wait at most d for their
+// slot, whatever the configured maximum wait (0: never wait). An admission
+// webhook's API calls, for example, must finish well inside the webhook's
+// timeout.
+func WithMaxWait(ctx context.Context, d time.Duration) context.Context {
+	return context.WithValue(ctx, maxWaitKey{}, max(d, 0))
+}
+
+// WithoutLimit returns a context whose requests are exempt: they never wait
+// and consume nothing.
+func WithoutLimit(ctx context.Context) context.Context {
+	return context.WithValue(ctx, noLimitKey{}, true)
+}
+
+// withUnlimitedWait returns a context whose requests wait as long as it
+// takes, for flowcontrol's Accept, which cannot fail.
+func withUnlimitedWait(ctx context.Context) context.Context {
+	return context.WithValue(ctx, unlimitedKey{}, true)
+}
+
+// maxWaitFor returns the maximum wait of a request made with ctx, and
+// false when there is none.
+func (l *Limiter) maxWaitFor(ctx context.Context) (time.Duration, bool) {
+	if ctx.Value(unlimitedKey{}) != nil {
+		return 0, false
+	}
+	if d, ok := ctx.Value(maxWaitKey{}).(time.Duration); ok {
+		return d, true
+	}
+	if l.maxWait != nil {
+		return *l.maxWait, true
+	}
+	return 0, false
+}
+
+// isExempt reports whether req never waits and consumes nothing.
+func (l *Limiter) isExempt(req *http.Request) bool {
+	if req.Context().Value(noLimitKey{}) != nil || isStreaming(req) || isLease(req) {
+		return true
+	}
+	for _, f := range l.exempt {
+		if f(req) {
+			return true
+		}
+	}
+	return false
+}
+
+var (
+	errClosed  = rlerrors.ErrClosed
+	errStopped = fmt.Errorf("k8sratelimit: rate limiter stopped: %w", rlerrors.ErrClosed)
+)

@@ -1,0 +1,84 @@
+package limiter
+
+import (
+	"net/http"
+
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+)
+
+// Transport is the http.RoundTripper that makes every request through it
+// count against a budget, and follows the server's throttling answers.
+//
+// Exempt requests pass at once and consume nothing: exec, attach and
+// portforward (streaming connections), coordination.k8s.io leases (leader
+// election), requests made with WithoutLimit, and those matched by the
+// Limiter's extra exemptions. A watch counts once, when it is opened.
+//
+// With Adaptive on, a 429, or a 503 with Retry-After, that is not the
+// response of a proxy subresource cools the whole budget down for as long
+// as Retry-After says. The response is passed back unchanged, so that
+// client-go's own retry still works (and its retries count).
+//
+// Transport never answers a request itself and never modifies it: it
+// either passes it on or fails it with an error, closing its body.
+type Transport struct {
+	budget *Budget
+	next   http.RoundTripper
+}
+
+var _ utilnet.RoundTripperWrapper = (*Transport)(nil)
+
+// Wrap returns next wrapped in a Transport for the budget b. A nil next is
+// http.DefaultTransport.
+func (b *Budget) Wrap(next http.RoundTripper) *Transport {
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	return &Transport{budget: b, next: next}
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	b := t.budget
+	l := b.l
+	if l.isExempt(req) {
+		l.observer.Exempt(b.Cluster(), b.key)
+		return t.next.RoundTrip(req)
+	}
+	if err := b.Wait(req.Context()); err != nil {
+		if req.Body != nil {
+			req.Body.Close()
+		}
+		return nil, err
+	}
+	resp, err := t.next.RoundTrip(req)
+	if err == nil {
+		t.observe(req, resp)
+	}
+	return resp, err
+}
+
+// observe starts a cooldown when resp is a server's throttling answer.
+func (t *Transport) observe(req *http.Request, resp *http.Response) {
+	b := t.budget
+	l := b.l
+	d, ok := throttleCooldown(resp, l.clock.Now())
+	if !ok {
+		return
+	}
+	if !l.adaptive || isProxy(req) {
+		l.observer.Throttled(b.Cluster(), b.key, resp.StatusCode, 0)
+		return
+	}
+	if _, err := b.Cooldown(req.Context(), d); err != nil {
+		l.log.Error(err, "starting a cooldown", "cluster", b.Cluster(), "budget", b.key)
+	}
+	l.observer.Throttled(b.Cluster(), b.key, resp.StatusCode, d)
+}
+
+// WrappedRoundTripper returns the transport requests are passed on to, so
+// that client-go's debugging helpers can see through it.
+func (t *Transport) WrappedRoundTripper() http.RoundTripper { return t.next }
+
+// Budget returns the budget the transport counts against.
+func (t *Transport) Budget() *Budget { return t.budget }
