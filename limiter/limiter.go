@@ -99,8 +99,8 @@ func New(s store.Store, opts Options) *Limiter {
 }
 
 // Budget returns the budget of key, creating it. cluster names it in
-// errors, logs and metrics; the first non-empty name registered for a key
-// is kept, and a later registration with another name renames it.
+// errors, logs and metrics; an empty cluster keeps the name it has, and
+// the last non-empty name registered for a key is the one used.
 func (l *Limiter) Budget(key, cluster string) *Budget {
 	if v, ok := l.budgets.Load(key); ok {
 		b := v.(*Budget)

@@ -1,0 +1,302 @@
+package limiter_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/funcr"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	rlerrors "github.com/k8sratelimit/k8sratelimit/errors"
+	"github.com/k8sratelimit/k8sratelimit/limiter"
+	"github.com/k8sratelimit/k8sratelimit/store"
+)
+
+const key = "k8s:default:api.example.com"
+
+// setup returns a budget on a fake clock whose store reads the same clock.
+func setup(t *testing.T, p store.Policy, opts limiter.Options) (*limiter.Budget, *clocktesting.FakeClock) {
+	t.Helper()
+	clk := clocktesting.NewFakeClock(time.Now())
+	opts.Policy, opts.Clock = p, clk
+	l := limiter.New(store.NewMemory(clk), opts)
+	t.Cleanup(func() { l.Close() })
+	return l.Budget(key, "test"), clk
+}
+
+func window(limit int, span time.Duration) store.Policy {
+	return store.Policy{Strategy: store.Window, Limit: limit, Timespan: span}
+}
+
+func dur(d time.Duration) *time.Duration { return &d }
+
+// waitAsync calls b.Wait(ctx) on a goroutine and returns its result.
+func waitAsync(ctx context.Context, b *limiter.Budget) <-chan error {
+	done := make(chan error, 1)
+	go func() { done <- b.Wait(ctx) }()
+	return done
+}
+
+// untilWaiting blocks until n timers are set on the fake clock: the
+// waiters have decided and gone to sleep.
+func untilWaiting(t *testing.T, clk *clocktesting.FakeClock, n int) {
+	t.Helper()
+	require.Eventually(t, func() bool { return clk.Waiters() >= n }, 5*time.Second, time.Millisecond, "waiting for %d sleeping requests", n)
+}
+
+func notDone(t *testing.T, done <-chan error) {
+	t.Helper()
+	select {
+	case err := <-done:
+		t.Fatalf("returned early with %v", err)
+	default:
+	}
+}
+
+func finished(t *testing.T, done <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(5 * time.Second):
+		t.Fatal("did not return")
+		return nil
+	}
+}
+
+func TestWaitAdmitsThenDefers(t *testing.T) {
+	b, clk := setup(t, window(2, 10*time.Second), limiter.Options{})
+	ctx := context.Background()
+	require.NoError(t, b.Wait(ctx))
+	require.NoError(t, b.Wait(ctx))
+	assert.Zero(t, clk.Waiters(), "requests with room are admitted without a timer")
+
+	done := waitAsync(ctx, b)
+	untilWaiting(t, clk, 1)
+	clk.Step(9 * time.Second)
+	notDone(t, done)
+	clk.Step(time.Second)
+	assert.NoError(t, finished(t, done))
+}
+
+func TestMaxWaitFailsAtOnceAndReservesNothing(t *testing.T) {
+	b, clk := setup(t, window(1, 10*time.Second), limiter.Options{MaxWait: dur(5 * time.Second)})
+	ctx := context.Background()
+	require.NoError(t, b.Wait(ctx))
+
+	err := b.Wait(ctx)
+	var rle *rlerrors.RateLimitExceededError
+	require.ErrorAs(t, err, &rle)
+	assert.Equal(t, "test", rle.Cluster)
+	assert.Equal(t, key, rle.Key)
+	assert.Equal(t, 10*time.Second, rle.RetryAfter())
+	assert.Equal(t, 5*time.Second, rle.MaxWait)
+	assert.False(t, errors.Is(err, context.DeadlineExceeded))
+	assert.Zero(t, clk.Waiters(), "the refusal was decided before sleeping")
+
+	// The refused request reserved nothing: the next one gets the slot at 10s.
+	done := waitAsync(limiter.WithMaxWait(ctx, 10*time.Second), b)
+	untilWaiting(t, clk, 1)
+	clk.Step(10 * time.Second)
+	assert.NoError(t, finished(t, done))
+}
+
+func TestMaxWaitZeroNeverWaits(t *testing.T) {
+	b, _ := setup(t, window(1, time.Minute), limiter.Options{MaxWait: dur(0)})
+	require.NoError(t, b.Wait(context.Background()))
+	var rle *rlerrors.RateLimitExceededError
+	require.ErrorAs(t, b.Wait(context.Background()), &rle)
+	assert.Equal(t, time.Minute, rle.RetryAfter())
+}
+
+func TestDeadlineBeforeSlotFailsAtOnce(t *testing.T) {
+	b, clk := setup(t, window(1, 10*time.Second), limiter.Options{})
+	require.NoError(t, b.Wait(context.Background()))
+
+	ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(3*time.Second))
+	defer cancel()
+	err := b.Wait(ctx)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	var rle *rlerrors.RateLimitExceededError
+	require.ErrorAs(t, err, &rle)
+	assert.Equal(t, 10*time.Second, rle.RetryAfter())
+	assert.Zero(t, clk.Waiters())
+}
+
+func TestWithMaxWaitOverrides(t *testing.T) {
+	b, clk := setup(t, window(1, 10*time.Second), limiter.Options{MaxWait: dur(time.Second)})
+	ctx := context.Background()
+	require.NoError(t, b.Wait(ctx))
+
+	var rle *rlerrors.RateLimitExceededError
+	require.ErrorAs(t, b.Wait(limiter.WithMaxWait(ctx, 0)), &rle)
+
+	done := waitAsync(limiter.WithMaxWait(ctx, time.Minute), b)
+	untilWaiting(t, clk, 1)
+	clk.Step(10 * time.Second)
+	assert.NoError(t, finished(t, done), "a longer per-request max wait lets it wait")
+}
+
+func TestCancelReleasesSlotForNextCaller(t *testing.T) {
+	b, clk := setup(t, window(1, 10*time.Second), limiter.Options{})
+	require.NoError(t, b.Wait(context.Background()))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	first := waitAsync(ctx, b)
+	untilWaiting(t, clk, 1)
+	cancel()
+	assert.ErrorIs(t, finished(t, first), context.Canceled)
+
+	second := waitAsync(context.Background(), b)
+	untilWaiting(t, clk, 1)
+	clk.Step(10 * time.Second)
+	assert.NoError(t, finished(t, second), "the newcomer took the freed slot at 10s, not 20s")
+}
+
+func TestCooldownMovesWaiters(t *testing.T) {
+	b, clk := setup(t, window(1, 10*time.Second), limiter.Options{})
+	ctx := context.Background()
+	require.NoError(t, b.Wait(ctx))
+	done := waitAsync(ctx, b)
+	untilWaiting(t, clk, 1)
+
+	left, err := b.Cooldown(ctx, 30*time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, 30*time.Second, left)
+	untilWaiting(t, clk, 1)
+	clk.Step(10 * time.Second)
+	notDone(t, done)
+	untilWaiting(t, clk, 1)
+	clk.Step(20 * time.Second)
+	assert.NoError(t, finished(t, done))
+}
+
+func TestCooldownBeyondMaxWaitFailsWaitersAtOnce(t *testing.T) {
+	b, clk := setup(t, window(1, 10*time.Second), limiter.Options{MaxWait: dur(15 * time.Second)})
+	ctx := context.Background()
+	require.NoError(t, b.Wait(ctx))
+	done := waitAsync(ctx, b)
+	untilWaiting(t, clk, 1)
+
+	_, err := b.Cooldown(ctx, time.Minute)
+	require.NoError(t, err)
+	err = finished(t, done)
+	var rle *rlerrors.RateLimitExceededError
+	require.ErrorAs(t, err, &rle, "the waiter learns of the cooldown at once, without its timer firing")
+	assert.Equal(t, time.Minute, rle.RetryAfter(), "RetryAfter is its new wait")
+
+	// Its slot was released: nothing is reserved after the cooldown.
+	err = b.Wait(limiter.WithMaxWait(ctx, 0))
+	require.ErrorAs(t, err, &rle)
+	assert.Equal(t, time.Minute, rle.RetryAfter())
+}
+
+func TestCloseWakesWaitersWithErrClosed(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	l := limiter.New(store.NewMemory(clk), limiter.Options{Policy: window(1, time.Hour), Clock: clk})
+	b := l.Budget(key, "test")
+	ctx := context.Background()
+	require.NoError(t, b.Wait(ctx))
+	waiters := []<-chan error{waitAsync(ctx, b), waitAsync(ctx, b), waitAsync(ctx, b)}
+	untilWaiting(t, clk, 3)
+
+	require.NoError(t, l.Close())
+	for _, w := range waiters {
+		assert.ErrorIs(t, finished(t, w), rlerrors.ErrClosed)
+	}
+	assert.ErrorIs(t, b.Wait(ctx), rlerrors.ErrClosed)
+	require.NoError(t, l.Close(), "Close is idempotent")
+}
+
+func TestJitterOnlyForDeferred(t *testing.T) {
+	b, clk := setup(t, window(1, 10*time.Second), limiter.Options{Jitter: 5 * time.Second})
+	ctx := context.Background()
+	require.NoError(t, b.Wait(ctx))
+	assert.Zero(t, clk.Waiters(), "an immediate admission gets no jitter")
+
+	done := waitAsync(ctx, b)
+	untilWaiting(t, clk, 1)
+	clk.Step(10*time.Second - time.Nanosecond)
+	notDone(t, done)
+	clk.Step(5*time.Second + time.Nanosecond)
+	assert.NoError(t, finished(t, done), "jitter is at most 5s")
+}
+
+type events struct {
+	admitted, deferred, rejected int
+}
+
+type countingObserver struct{ e *events }
+
+func (o countingObserver) Admitted(_, _ string, wait time.Duration, _ bool) {
+	if wait == 0 {
+		o.e.admitted++
+	} else {
+		o.e.deferred++
+	}
+}
+func (o countingObserver) Rejected(string, string, time.Duration)       { o.e.rejected++ }
+func (o countingObserver) Exempt(string, string)                        {}
+func (o countingObserver) Throttled(string, string, int, time.Duration) {}
+
+func TestSlowWaitIsLoggedOncePerSecond(t *testing.T) {
+	var lines []string
+	log := funcr.New(func(prefix, args string) { lines = append(lines, args) }, funcr.Options{})
+	var ev events
+	b, clk := setup(t, window(1, 2*time.Second), limiter.Options{Logger: log, Observer: countingObserver{&ev}})
+	ctx := context.Background()
+	require.NoError(t, b.Wait(ctx))
+
+	first := waitAsync(ctx, b)
+	untilWaiting(t, clk, 1)
+	clk.Step(2 * time.Second)
+	require.NoError(t, finished(t, first))
+	require.Len(t, lines, 1)
+	assert.Contains(t, lines[0], `"budget"="`+key+`"`)
+	assert.Contains(t, lines[0], `"reason"="client-side budget"`)
+	assert.Contains(t, lines[0], `"cluster"="test"`)
+
+	second := waitAsync(limiter.WithMaxWait(ctx, time.Hour), b)
+	untilWaiting(t, clk, 1)
+	clk.Step(2 * time.Second)
+	require.NoError(t, finished(t, second))
+	assert.Len(t, lines, 2, "a second slow wait 2s later is logged")
+
+	assert.Equal(t, events{admitted: 1, deferred: 2}, ev)
+}
+
+func TestSlowWaitsWithinASecondAreLoggedOnce(t *testing.T) {
+	var lines []string
+	log := funcr.New(func(prefix, args string) { lines = append(lines, args) }, funcr.Options{})
+	b, clk := setup(t, window(2, 2*time.Second), limiter.Options{Logger: log})
+	ctx := context.Background()
+	require.NoError(t, b.Wait(ctx))
+	require.NoError(t, b.Wait(ctx))
+
+	first, second := waitAsync(ctx, b), waitAsync(ctx, b)
+	untilWaiting(t, clk, 2)
+	clk.Step(2 * time.Second)
+	require.NoError(t, finished(t, first))
+	require.NoError(t, finished(t, second))
+	assert.Len(t, lines, 1)
+}
+
+func TestCooldownWaitIsLoggedWithItsReason(t *testing.T) {
+	var lines []string
+	log := funcr.New(func(prefix, args string) { lines = append(lines, args) }, funcr.Options{})
+	b, clk := setup(t, window(100, time.Minute), limiter.Options{Logger: log})
+	ctx := context.Background()
+	_, err := b.Cooldown(ctx, 3*time.Second)
+	require.NoError(t, err)
+
+	done := waitAsync(ctx, b)
+	untilWaiting(t, clk, 1)
+	clk.Step(3 * time.Second)
+	require.NoError(t, finished(t, done))
+	require.Len(t, lines, 1)
+	assert.Contains(t, lines[0], `"reason"="server cooldown"`)
+}
