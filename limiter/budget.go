@@ -86,7 +86,7 @@ func (b *Budget) wait(ctx context.Context, stop <-chan struct{}) error {
 
 // waitLimits is how long a request may wait, and why.
 type waitLimits struct {
-	start      time.Time
+	start      time.Time     // read when needed: for a deadline, or on deferral
 	limit      time.Duration // the tighter of max wait and deadline
 	maxWait    time.Duration // the max wait in force (meaningful when hasMax)
 	hasMax     bool
@@ -94,11 +94,12 @@ type waitLimits struct {
 }
 
 func (b *Budget) limits(ctx context.Context) waitLimits {
-	w := waitLimits{start: b.l.clock.Now(), limit: store.NoMaxWait}
+	w := waitLimits{limit: store.NoMaxWait}
 	if d, ok := b.l.maxWaitFor(ctx); ok {
 		w.maxWait, w.hasMax, w.limit = d, true, d
 	}
 	if dl, ok := ctx.Deadline(); ok {
+		w.start = b.l.clock.Now()
 		if left := max(dl.Sub(w.start), 0); left < w.limit {
 			w.limit, w.byDeadline = left, true
 		}
@@ -126,6 +127,10 @@ func (b *Budget) sleep(ctx context.Context, stop <-chan struct{}, res store.Rese
 		return errClosed
 	}
 	defer l.waiters.Done()
+	if w.start.IsZero() {
+		// The decision was a moment ago; the start matters to moved slots.
+		w.start = l.clock.Now()
+	}
 
 	wait := res.Wait
 	for {

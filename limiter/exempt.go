@@ -9,29 +9,40 @@ import (
 // exec, attach or portforward — by its path or by a streaming protocol
 // header, in both the SPDY and the WebSocket forms.
 func isStreaming(req *http.Request) bool {
-	h := req.Header
-	if h.Get("Upgrade") != "" || h.Get("X-Stream-Protocol-Version") != "" || h.Get("Sec-Websocket-Protocol") != "" {
+	h := req.Header // canonical keys: no allocation
+	if len(h["Upgrade"]) > 0 || len(h["X-Stream-Protocol-Version"]) > 0 || len(h["Sec-Websocket-Protocol"]) > 0 {
 		return true
 	}
 	if req.URL == nil {
 		return false
 	}
-	segs := pathSegments(req.URL.Path)
-	n := len(segs)
-	if n < 3 || segs[n-3] != "pods" {
+	// .../pods/<name>/<subresource>[/]
+	p := strings.TrimRight(req.URL.Path, "/")
+	p, sub := cutLast(p)
+	switch sub {
+	case "exec", "attach", "portforward":
+	default:
 		return false
 	}
-	switch segs[n-1] {
-	case "exec", "attach", "portforward":
-		return true
+	p, _ = cutLast(p)
+	_, resource := cutLast(p)
+	return resource == "pods"
+}
+
+// cutLast splits p at its last "/" into what comes before and the last
+// segment.
+func cutLast(p string) (before, last string) {
+	i := strings.LastIndexByte(p, '/')
+	if i < 0 {
+		return "", p
 	}
-	return false
+	return p[:i], p[i+1:]
 }
 
 // isLease reports whether req is for coordination.k8s.io leases, any verb
 // and version: leader election never waits.
 func isLease(req *http.Request) bool {
-	if req.URL == nil {
+	if req.URL == nil || !strings.Contains(req.URL.Path, "/coordination.k8s.io/") {
 		return false
 	}
 	segs := pathSegments(req.URL.Path)
@@ -46,7 +57,9 @@ func isLease(req *http.Request) bool {
 		if len(rest) >= 2 && rest[0] == "namespaces" {
 			rest = rest[2:]
 		}
-		return len(rest) > 0 && rest[0] == "leases"
+		if len(rest) > 0 && rest[0] == "leases" {
+			return true
+		}
 	}
 	return false
 }

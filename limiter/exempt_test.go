@@ -3,6 +3,7 @@ package limiter
 import (
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -83,4 +84,27 @@ func TestIsProxy(t *testing.T) {
 	for _, tt := range tests {
 		assert.Equal(t, tt.want, isProxy(req(tt.path, nil)), tt.path)
 	}
+}
+
+func FuzzClassifyPath(f *testing.F) {
+	for _, p := range []string{"/api/v1/namespaces/ns/pods/p/exec", "/apis/coordination.k8s.io/v1/leases", "/api/v1/proxy/x", "", "/", "//pods//exec"} {
+		f.Add(p)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		r := req(p, nil)
+		isStreaming(r)
+		isLease(r)
+		isProxy(r)
+		// Whatever comes before, a pod's exec, attach or portforward is
+		// streaming, and a namespaced lease is a lease.
+		prefix := strings.TrimRight(p, "/")
+		for _, sub := range []string{"exec", "attach", "portforward"} {
+			if !isStreaming(req(prefix+"/pods/p/"+sub, nil)) {
+				t.Fatalf("%s/pods/p/%s is not streaming", prefix, sub)
+			}
+		}
+		if !isLease(req(prefix+"/apis/coordination.k8s.io/v1/namespaces/ns/leases/l", nil)) {
+			t.Fatalf("a lease under %q is not a lease", prefix)
+		}
+	})
 }

@@ -168,17 +168,22 @@ func (l *Limiter) drawJitter() time.Duration {
 
 // Context keys of the per-request overrides.
 type (
-	maxWaitKey   struct{}
-	noLimitKey   struct{}
-	unlimitedKey struct{}
+	maxWaitKey struct{}
+	noLimitKey struct{}
 )
+
+// maxWaitOverride is the value under maxWaitKey.
+type maxWaitOverride struct {
+	d         time.Duration
+	unlimited bool // wait as long as it takes
+}
 
 // WithMaxWait returns a context whose requests wait at most d for their
 // slot, whatever the configured maximum wait (0: never wait). An admission
 // webhook's API calls, for example, must finish well inside the webhook's
 // timeout.
 func WithMaxWait(ctx context.Context, d time.Duration) context.Context {
-	return context.WithValue(ctx, maxWaitKey{}, max(d, 0))
+	return context.WithValue(ctx, maxWaitKey{}, maxWaitOverride{d: max(d, 0)})
 }
 
 // WithoutLimit returns a context whose requests are exempt: they never wait
@@ -190,17 +195,14 @@ func WithoutLimit(ctx context.Context) context.Context {
 // withUnlimitedWait returns a context whose requests wait as long as it
 // takes, for flowcontrol's Accept, which cannot fail.
 func withUnlimitedWait(ctx context.Context) context.Context {
-	return context.WithValue(ctx, unlimitedKey{}, true)
+	return context.WithValue(ctx, maxWaitKey{}, maxWaitOverride{unlimited: true})
 }
 
 // maxWaitFor returns the maximum wait of a request made with ctx, and
 // false when there is none.
 func (l *Limiter) maxWaitFor(ctx context.Context) (time.Duration, bool) {
-	if ctx.Value(unlimitedKey{}) != nil {
-		return 0, false
-	}
-	if d, ok := ctx.Value(maxWaitKey{}).(time.Duration); ok {
-		return d, true
+	if o, ok := ctx.Value(maxWaitKey{}).(maxWaitOverride); ok {
+		return o.d, !o.unlimited
 	}
 	if l.maxWait != nil {
 		return *l.maxWait, true
