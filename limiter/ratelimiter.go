@@ -29,8 +29,11 @@ func (r *RateLimiter) TryAccept() bool {
 	if r.stopped() {
 		return false
 	}
-	return r.budget.wait(WithMaxWait(context.Background(), 0), r.stop) == nil
+	return r.budget.wait(neverWait, r.stop) == nil
 }
+
+// neverWait is the context of TryAccept, made once: it admits only at once.
+var neverWait = WithMaxWait(context.Background(), 0)
 
 // Accept takes a slot, waiting as long as it takes (the maximum wait does
 // not apply: Accept cannot fail). It returns at once after Stop or when

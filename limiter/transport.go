@@ -60,6 +60,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // observe starts a cooldown when resp is a server's throttling answer.
 func (t *Transport) observe(req *http.Request, resp *http.Response) {
+	if resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable {
+		return // the common case, decided without reading the clock
+	}
 	b := t.budget
 	l := b.l
 	d, ok := throttleCooldown(resp, l.clock.Now())

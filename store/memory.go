@@ -69,8 +69,6 @@ func (m *Memory) Budgets() int { return int(m.count.Load()) }
 
 // Reserve implements Store.
 func (m *Memory) Reserve(_ context.Context, key string, p Policy, r Request) (Reservation, error) {
-	now := m.now()
-	m.maybeSweep(now)
 	for {
 		b := m.budget(key)
 		b.mu.Lock()
@@ -78,8 +76,12 @@ func (m *Memory) Reserve(_ context.Context, key string, p Policy, r Request) (Re
 			b.mu.Unlock()
 			continue
 		}
+		// Read the time under the lock: decisions on one budget are made in
+		// time order, never from a time read before another's.
+		now := m.now()
 		res := b.reserveLocked(now, p, r)
 		b.mu.Unlock()
+		m.maybeSweep(now)
 		return res, nil
 	}
 }
@@ -124,13 +126,13 @@ func (b *budget) setPolicyLocked(p Policy) {
 
 // Confirm implements Store.
 func (m *Memory) Confirm(_ context.Context, key string, id uint64) (time.Duration, error) {
-	now := m.now()
 	b, ok := m.existing(key)
 	if !ok {
 		return 0, ErrUnknownReservation
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	now := m.now()
 	slot, ok := b.pending[id]
 	if !ok {
 		return 0, ErrUnknownReservation
@@ -139,6 +141,9 @@ func (m *Memory) Confirm(_ context.Context, key string, id uint64) (time.Duratio
 		return time.Duration(slot - now), nil
 	}
 	delete(b.pending, id)
+	if slot < now && b.strategy == Window {
+		b.window.sendLate(id, slot, now, b.limit, b.span, func(id uint64, at int64) { b.pending[id] = at })
+	}
 	return 0, nil
 }
 
@@ -165,7 +170,6 @@ func (m *Memory) Release(_ context.Context, key string, id uint64) error {
 
 // SetCooldown implements Store.
 func (m *Memory) SetCooldown(_ context.Context, key string, p Policy, d time.Duration) (time.Duration, error) {
-	now := m.now()
 	for {
 		b := m.budget(key)
 		b.mu.Lock()
@@ -173,6 +177,7 @@ func (m *Memory) SetCooldown(_ context.Context, key string, p Policy, d time.Dur
 			b.mu.Unlock()
 			continue
 		}
+		now := m.now()
 		b.setPolicyLocked(p)
 		b.cooldownLocked(now, now+int64(max(d, 0)))
 		left := time.Duration(max(b.cd-now, 0))
@@ -221,13 +226,13 @@ func (b *budget) cooldownLocked(now, until int64) {
 
 // Cooldown implements Store.
 func (m *Memory) Cooldown(_ context.Context, key string) (time.Duration, error) {
-	now := m.now()
 	b, ok := m.existing(key)
 	if !ok {
 		return 0, nil
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	now := m.now()
 	return time.Duration(max(b.cd-now, 0)), nil
 }
 

@@ -150,3 +150,42 @@ func (w *window) idleAt(span int64) int64 {
 	}
 	return w.entries[len(w.entries)-1].at + span
 }
+
+// sendLate records that the reservation id, reserved at slot, is sent at
+// now, later than its slot (its waiter woke late), so that the window
+// holds on the instants requests really leave: the entry moves to now, and
+// every reservation still ahead that the late send now crowds moves later
+// too, as little as keeps the window and the order. moved is called for
+// each reservation that moves.
+func (w *window) sendLate(id uint64, slot, now int64, limit int, span int64, moved func(id uint64, at int64)) {
+	live := w.entries[w.head:]
+	i := sort.Search(len(live), func(i int) bool { return live[i].at >= slot })
+	for i < len(live) && live[i].at == slot && live[i].id != id {
+		i++
+	}
+	if i == len(live) || live[i].id != id {
+		return
+	}
+	live[i] = windowEntry{at: now}
+	for i+1 < len(live) && live[i+1].at < live[i].at {
+		live[i], live[i+1] = live[i+1], live[i]
+		i++
+	}
+	for j := i + 1; j < len(live); j++ {
+		e := &live[j]
+		if e.at <= now {
+			continue // due or sent: it cannot move
+		}
+		want := live[j-1].at
+		if j >= limit {
+			want = max(want, live[j-limit].at+span)
+		}
+		if want <= e.at {
+			continue
+		}
+		e.at = want
+		if e.id != 0 && e.id != freedID {
+			moved(e.id, want)
+		}
+	}
+}

@@ -48,6 +48,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"MaxWaitRefusesAndReservesNothing", testMaxWaitRefuses},
 		{"MaxWaitZeroNeverWaits", testMaxWaitZero},
 		{"ConfirmAtSlot", testConfirmAtSlot},
+		{"LateSendMovesCrowdedReservations", testLateSend},
 		{"ReleaseFreesSlotForNewcomer", testReleaseFreesSlot},
 		{"CooldownDefersAndOnlyExtends", testCooldownOnlyExtends},
 		{"CooldownMovesOutstandingReservations", testCooldownMovesReservations},
@@ -168,6 +169,27 @@ func testConfirmAtSlot(t *testing.T, h Harness) {
 	assert.ErrorIs(t, err, store.ErrUnknownReservation, "a confirmed reservation is spent")
 	_, err = h.Store.Confirm(ctx, "other", 12345)
 	assert.ErrorIs(t, err, store.ErrUnknownReservation)
+}
+
+// testLateSend checks that the window holds on the instants requests
+// really leave: a waiter that confirms late moves the reservations its late
+// send would crowd.
+func testLateSend(t *testing.T, h Harness) {
+	p := windowPolicy(1, 10*time.Second)
+	reserve(t, h, "k", p, anyWait)
+	b := reserve(t, h, "k", p, anyWait)
+	c := reserve(t, h, "k", p, anyWait)
+	near(t, h, 20*time.Second, c.Wait)
+
+	h.Advance(12 * time.Second)
+	left, err := h.Store.Confirm(ctx, "k", b.ID)
+	require.NoError(t, err)
+	assert.Zero(t, left, "a late waiter sends at once")
+
+	left, err = h.Store.Confirm(ctx, "k", c.ID)
+	require.NoError(t, err)
+	near(t, h, 10*time.Second, left, "the next send comes one timespan after the late one, at 22s")
+	near(t, h, 20*time.Second, reserve(t, h, "k", p, anyWait).Wait, "newcomers queue after it")
 }
 
 func testReleaseFreesSlot(t *testing.T, h Harness) {
