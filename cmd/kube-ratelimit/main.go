@@ -1,8 +1,18 @@
-// Command kube-ratelimit inspects the configuration of k8sratelimit.
+// Command kube-ratelimit shows k8sratelimit at work and inspects its
+// configuration.
 //
 // Usage:
 //
-//	kube-ratelimit config   load KUBERNETES_RATELIMIT* strictly and print the effective settings
+//	kube-ratelimit demo [-workers N] [-duration D] [-limit N] [-timespan D] [-compare]
+//	kube-ratelimit config
+//
+// demo starts an in-process API server simulation that enforces its own
+// capacity the way API Priority and Fairness does (429 with Retry-After),
+// drives it with many workers through the limiter configured from the
+// environment, shows progress, and ends with a table of what happened;
+// -compare runs the same load with client-go's default limiter and with no
+// limiter, side by side. config loads the KUBERNETES_RATELIMIT*
+// environment strictly and prints the effective settings.
 //
 // config exits with status 2 when the configuration is invalid, printing
 // the error that names the variable.
@@ -22,6 +32,7 @@ import (
 const usage = `usage: kube-ratelimit <command>
 
 commands:
+  demo     run a load against a simulated API server through the limiter (-compare: also without it)
   config   load the KUBERNETES_RATELIMIT* environment strictly and print the effective settings
 `
 
@@ -37,6 +48,8 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	switch args[0] {
+	case "demo":
+		return demoCmd(args[1:], environ, stdout, stderr)
 	case "config":
 		return configCmd(args[1:], environ, stdout, stderr)
 	case "help", "-h", "-help", "--help":

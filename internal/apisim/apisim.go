@@ -41,9 +41,21 @@ type Server struct {
 
 	mu       sync.Mutex
 	requests []Request
+	rejected int // answers 429 or 503, by the throttle or by capacity
 	throttle ThrottleFunc
+	capacity *capacity
 	stop     chan struct{}
 	stopOnce sync.Once
+}
+
+// capacity is a simulation of API Priority and Fairness for one priority
+// level: seats requests can run at once, each for service; up to queue
+// more wait for a seat; the rest are rejected with 429 and Retry-After.
+type capacity struct {
+	seats   chan struct{}
+	queue   int
+	queued  int // guarded by Server.mu
+	service time.Duration
 }
 
 // New starts a simulated API server on a loopback port. Close it when done.
@@ -57,6 +69,53 @@ func New() *Server {
 func (s *Server) Close() {
 	s.stopOnce.Do(func() { close(s.stop) })
 	s.Server.Close()
+}
+
+// SetCapacity makes the server enforce its own capacity the way API
+// Priority and Fairness does: seats requests are served at once, each
+// taking service; up to queue more wait for a seat; any other request is
+// rejected with 429 and "Retry-After: 1", as an APF priority level with
+// limitResponse Queue does. Watches hold no seat. seats 0 removes the
+// limit. Call it before the server receives requests.
+func (s *Server) SetCapacity(seats, queue int, service time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if seats <= 0 {
+		s.capacity = nil
+		return
+	}
+	s.capacity = &capacity{seats: make(chan struct{}, seats), queue: queue, service: service}
+}
+
+// Rejected returns the number of requests answered with 429 or 503 so far.
+func (s *Server) Rejected() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rejected
+}
+
+// MaxInWindow returns the largest number of requests the server received
+// within any rolling window of span.
+func (s *Server) MaxInWindow(span time.Duration) int {
+	reqs := s.Requests()
+	at := make([]time.Time, len(reqs))
+	for i, r := range reqs {
+		at[i] = r.At
+	}
+	return MostInWindow(at, span)
+}
+
+// MostInWindow returns the largest number of the instants at, in
+// ascending order, that lie within any rolling window of span.
+func MostInWindow(at []time.Time, span time.Duration) int {
+	best, j := 0, 0
+	for i := range at {
+		for at[i].Sub(at[j]) >= span {
+			j++
+		}
+		best = max(best, i-j+1)
+	}
+	return best
 }
 
 // SetThrottle installs f (nil: none).
@@ -94,7 +153,7 @@ func (s *Server) Reset() {
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Header: r.Header.Clone(), At: time.Now()})
-	throttle := s.throttle
+	throttle, c := s.throttle, s.capacity
 	s.mu.Unlock()
 
 	if throttle != nil {
@@ -102,11 +161,63 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			for k, vs := range header {
 				w.Header()[k] = vs
 			}
-			writeStatus(w, status, metav1.StatusReasonTooManyRequests, "too many requests, please try again later")
+			s.reject(w, status)
+			return
+		}
+	}
+	if c != nil && r.URL.Query().Get("watch") != "true" {
+		if !s.takeSeat(r, c) {
+			w.Header().Set("Retry-After", "1")
+			w.Header().Set("X-Kubernetes-PF-PriorityLevel-UID", "apisim-workload-low")
+			w.Header().Set("X-Kubernetes-PF-FlowSchema-UID", "apisim-service-accounts")
+			s.reject(w, http.StatusTooManyRequests)
+			return
+		}
+		defer func() { <-c.seats }()
+		select { // the work the request costs the server
+		case <-time.After(c.service):
+		case <-r.Context().Done():
 			return
 		}
 	}
 	s.route(w, r)
+}
+
+// takeSeat takes a seat, queueing for one when the queue has room, and
+// reports whether it got one.
+func (s *Server) takeSeat(r *http.Request, c *capacity) bool {
+	select {
+	case c.seats <- struct{}{}:
+		return true
+	default:
+	}
+	s.mu.Lock()
+	if c.queued >= c.queue {
+		s.mu.Unlock()
+		return false
+	}
+	c.queued++
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		c.queued--
+		s.mu.Unlock()
+	}()
+	select {
+	case c.seats <- struct{}{}:
+		return true
+	case <-r.Context().Done():
+		return false
+	case <-s.stop:
+		return false
+	}
+}
+
+func (s *Server) reject(w http.ResponseWriter, status int) {
+	s.mu.Lock()
+	s.rejected++
+	s.mu.Unlock()
+	writeStatus(w, status, metav1.StatusReasonTooManyRequests, "too many requests, please try again later")
 }
 
 func (s *Server) route(w http.ResponseWriter, r *http.Request) {

@@ -1,0 +1,237 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/k8sratelimit/k8sratelimit"
+	"github.com/k8sratelimit/k8sratelimit/internal/apisim"
+	"github.com/k8sratelimit/k8sratelimit/store"
+)
+
+// The simulated API server's capacity, like one API Priority and Fairness
+// priority level: 8 seats, 16 places in its queues, 25ms of work per
+// request: at most about 320 requests a second, and any burst of more than
+// 24 at once is partly rejected with 429.
+const (
+	simSeats   = 8
+	simQueue   = 16
+	simService = 25 * time.Millisecond
+)
+
+// demoOptions are the demo's flags.
+type demoOptions struct {
+	workers  int
+	duration time.Duration
+	limit    int
+	timespan time.Duration
+	compare  bool
+}
+
+func parseDemoFlags(args []string, stderr io.Writer) (demoOptions, error) {
+	var o demoOptions
+	fs := flag.NewFlagSet("kube-ratelimit demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.IntVar(&o.workers, "workers", 50, "concurrent workers, each with its own clientset")
+	fs.DurationVar(&o.duration, "duration", 8*time.Second, "how long each run lasts")
+	fs.IntVar(&o.limit, "limit", 20, "requests per timespan for the API server (overrides KUBERNETES_RATELIMIT)")
+	fs.DurationVar(&o.timespan, "timespan", 100*time.Millisecond, "the budget's timespan, any duration (overrides KUBERNETES_RATELIMIT_TIMESPAN)")
+	fs.BoolVar(&o.compare, "compare", false, "also run the same load with client-go's default limiter and with no limiter, side by side")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	case o.workers < 1:
+		return o, fmt.Errorf("-workers must be at least 1, not %d", o.workers)
+	case o.duration <= 0:
+		return o, fmt.Errorf("-duration must be positive, not %v", o.duration)
+	}
+	return o, nil
+}
+
+// demoMode is one way of running the load: its name and how it sets up
+// rc. setup returns where the instants the client-side limiter lets
+// requests go are recorded, or nil to take those of the transport.
+type demoMode struct {
+	name  string
+	setup func(rc *rest.Config, st *stats) (released *instants, cleanup func(), err error)
+}
+
+// demoCmd runs the demo: a simulated API server that enforces its own
+// capacity with 429 + Retry-After, driven by many workers through the
+// limiter configured from the environment (limit and timespan from the
+// flags), and optionally through client-go's default limiter and none.
+func demoCmd(args, environ []string, stdout, stderr io.Writer) int {
+	o, err := parseDemoFlags(args, stderr)
+	if err != nil {
+		if err != flag.ErrHelp {
+			fmt.Fprintf(stderr, "kube-ratelimit demo: %v\n", err)
+		}
+		return 2
+	}
+	cfg, err := demoConfig(o, environ)
+	if err != nil {
+		fmt.Fprintf(stderr, "kube-ratelimit: %v\n", err)
+		return 2
+	}
+
+	modes := demoModes(o, cfg)
+
+	fmt.Fprintf(stdout, "Simulated API server: %d seats, %d queued, %v per request (about %d requests/s); excess answered 429, Retry-After: 1.\n",
+		simSeats, simQueue, simService, int(time.Second/simService)*simSeats)
+	fmt.Fprintf(stdout, "Load: %d workers, each with its own clientset, listing pods for %v.\n", o.workers, o.duration)
+	fmt.Fprintf(stdout, "Budget: %d requests per %v (%s strategy, max wait %s).\n\n", cfg.Limit, cfg.Timespan, cfg.Strategy, maxWaitText(cfg))
+
+	var results []demoResult
+	for _, m := range modes {
+		r, err := runDemoMode(m, o, stdout)
+		if err != nil {
+			fmt.Fprintf(stderr, "kube-ratelimit demo: %s: %v\n", m.name, err)
+			return 1
+		}
+		results = append(results, r)
+	}
+	fmt.Fprintln(stdout)
+	writeReport(stdout, results, cfg.Limit, cfg.Timespan)
+	return 0
+}
+
+// demoConfig is the configuration from environ, enabled, with the limit
+// and timespan of the flags.
+func demoConfig(o demoOptions, environ []string) (k8sratelimit.Config, error) {
+	cfg, err := k8sratelimit.LoadConfig(environ)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Enabled = true
+	cfg.Limit, cfg.Timespan = o.limit, o.timespan
+	return cfg, cfg.Validate()
+}
+
+// demoModes returns the ways to run the load: through k8sratelimit with
+// cfg, then (with -compare) with client-go's default limiter and with none.
+func demoModes(o demoOptions, cfg k8sratelimit.Config) []demoMode {
+	modes := []demoMode{{"k8sratelimit", func(rc *rest.Config, st *stats) (*instants, func(), error) {
+		rec := &releaseRecorder{Store: store.NewMemory(nil)}
+		l, err := k8sratelimit.New(cfg, k8sratelimit.WithObserver(st), k8sratelimit.WithStore(rec))
+		if err != nil {
+			return nil, nil, err
+		}
+		return &rec.instants, func() { l.Close() }, l.Configure(rc)
+	}}}
+	if o.compare {
+		modes = append(modes,
+			demoMode{"client-go default", func(*rest.Config, *stats) (*instants, func(), error) { return nil, func() {}, nil }},
+			demoMode{"no limiter", func(rc *rest.Config, _ *stats) (*instants, func(), error) {
+				rc.QPS = -1
+				return nil, func() {}, nil
+			}},
+		)
+	}
+	return modes
+}
+
+func maxWaitText(cfg k8sratelimit.Config) string {
+	if cfg.MaxWait == nil {
+		return "none"
+	}
+	return cfg.MaxWait.String()
+}
+
+// runDemoMode runs the load once, on a fresh simulated server.
+func runDemoMode(m demoMode, o demoOptions, stdout io.Writer) (demoResult, error) {
+	srv := apisim.New()
+	defer srv.Close()
+	srv.SetCapacity(simSeats, simQueue, simService)
+
+	rc := &rest.Config{Host: srv.URL}
+	rec := &sendRecorder{}
+	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { rec.next = rt; return rec })
+	st := &stats{}
+	released, cleanup, err := m.setup(rc, st)
+	if err != nil {
+		return demoResult{}, err
+	}
+	defer cleanup()
+	if released == nil {
+		released = &rec.instants
+	}
+
+	p := newProgress(stdout, m.name, o.duration)
+	err = runLoad(context.Background(), rc, loadSpec{workers: o.workers, duration: o.duration, call: listPods}, st,
+		func(elapsed time.Duration) {
+			p.update(elapsed, st.calls.Load(), int64(srv.Rejected()), st.waiting.Load())
+		}, p.interval())
+	p.done()
+	if err != nil {
+		return demoResult{}, err
+	}
+	return demoResult{
+		name:       m.name,
+		limited:    m.name == "k8sratelimit",
+		stats:      st,
+		serverSeen: len(srv.Requests()),
+		throttled:  srv.Rejected(),
+		released:   released,
+		maxSent:    released.mostInWindow(o.timespan),
+		maxWindow:  srv.MaxInWindow(o.timespan),
+	}, nil
+}
+
+// progress shows a run's progress: a refreshing status line on a
+// terminal, a plain line every two seconds otherwise.
+type progress struct {
+	w        io.Writer
+	name     string
+	total    time.Duration
+	terminal bool
+}
+
+func newProgress(w io.Writer, name string, total time.Duration) *progress {
+	return &progress{w: w, name: name, total: total, terminal: isTerminal(w)}
+}
+
+func (p *progress) interval() time.Duration {
+	if p.terminal {
+		return 200 * time.Millisecond
+	}
+	return 2 * time.Second
+}
+
+func (p *progress) update(elapsed time.Duration, calls, throttled, waiting int64) {
+	const width = 20
+	filled := min(int(float64(width)*elapsed.Seconds()/p.total.Seconds()), width)
+	line := fmt.Sprintf("%-18s [%s%s] %4.1fs  calls %6d  429s %5d  in progress %3d",
+		p.name, strings.Repeat("#", filled), strings.Repeat(".", width-filled), elapsed.Seconds(), calls, throttled, waiting)
+	if p.terminal {
+		fmt.Fprintf(p.w, "\r%s", line)
+		return
+	}
+	fmt.Fprintln(p.w, line)
+}
+
+func (p *progress) done() {
+	if p.terminal {
+		fmt.Fprintln(p.w)
+	}
+}
+
+// isTerminal reports whether w is a character device, such as a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
