@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime"
+	"sync"
 	"time"
+	"weak"
 
 	"github.com/go-logr/logr"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
@@ -24,6 +27,11 @@ import (
 type Limiter struct {
 	cfg    Config
 	engine *limiter.Limiter // nil when disabled
+
+	// configured holds the rest.Configs Configure has wrapped, weakly, so
+	// that configuring one twice wraps it once even when a wrapper that
+	// hides what it wraps was added in between.
+	configured sync.Map // weak.Pointer[rest.Config] -> struct{}
 }
 
 // Option configures New.
@@ -121,7 +129,9 @@ func (l *Limiter) Configure(rc *rest.Config) error {
 // client) does not throttle on top; a QPS or RateLimiter the caller chose
 // is left alone, except this package's own RateLimiter, which is refused
 // (the same requests would count twice). Configuring one rc twice counts
-// each request once. A disabled Limiter leaves rc untouched.
+// each request once; so does configuring a copy of a configured rc, unless
+// a wrapper that hides what it wraps (no WrappedRoundTripper) was added in
+// between. A disabled Limiter leaves rc untouched.
 func (l *Limiter) ConfigureCluster(name string, rc *rest.Config) error {
 	if rc == nil {
 		return errors.New("k8sratelimit: nil rest.Config")
@@ -136,6 +146,11 @@ func (l *Limiter) ConfigureCluster(name string, rc *rest.Config) error {
 	if err != nil {
 		return err
 	}
+	wp := weak.Make(rc)
+	if _, again := l.configured.LoadOrStore(wp, struct{}{}); again {
+		return nil
+	}
+	runtime.AddCleanup(rc, func(wp weak.Pointer[rest.Config]) { l.configured.Delete(wp) }, wp)
 	engine := l.engine
 	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		if wrapsEngine(rt, engine) {
@@ -177,15 +192,20 @@ func (l *Limiter) Budget(name string, rc *rest.Config) (*limiter.Budget, error) 
 	return l.budgetFor(name, rc)
 }
 
+// budgetFor returns the budget of rc's API server. A new budget is named
+// by name, else by the API server; a non-empty name renames an existing
+// one, an empty one keeps its name.
 func (l *Limiter) budgetFor(name string, rc *rest.Config) (*limiter.Budget, error) {
 	apiserver, err := cluster.APIServerFor(rc)
 	if err != nil {
 		return nil, fmt.Errorf("k8sratelimit: %w", err)
 	}
 	if name == "" {
-		name = apiserver
+		return l.engine.Budget(cluster.Key(l.cfg.Owner, apiserver), apiserver), nil
 	}
-	return l.engine.Budget(cluster.Key(l.cfg.Owner, apiserver), name), nil
+	b := l.engine.Budget(cluster.Key(l.cfg.Owner, apiserver), name)
+	b.SetCluster(name)
+	return b, nil
 }
 
 // Close wakes every waiting request with errors.ErrClosed and releases its

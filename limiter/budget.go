@@ -35,9 +35,9 @@ func newBudget(l *Limiter, key, cluster string) *Budget {
 	return b
 }
 
-// rename sets the cluster name, when one is given.
-func (b *Budget) rename(cluster string) {
-	if cluster != "" && *b.cluster.Load() != cluster {
+// SetCluster names the budget's cluster in errors, logs and metrics.
+func (b *Budget) SetCluster(cluster string) {
+	if *b.cluster.Load() != cluster {
 		b.cluster.Store(&cluster)
 	}
 }

@@ -9,8 +9,12 @@ import (
 // exec, attach or portforward — by its path or by a streaming protocol
 // header, in both the SPDY and the WebSocket forms.
 func isStreaming(req *http.Request) bool {
-	h := req.Header // canonical keys: no allocation
-	if len(h["Upgrade"]) > 0 || len(h["X-Stream-Protocol-Version"]) > 0 || len(h["Sec-Websocket-Protocol"]) > 0 {
+	// Look the keys up as they are stored, without canonicalising (no
+	// allocation): the canonical forms, and the one WebSocket dialers such
+	// as gorilla/websocket set directly.
+	h := req.Header
+	if len(h["Upgrade"]) > 0 || len(h["X-Stream-Protocol-Version"]) > 0 ||
+		len(h["Sec-Websocket-Protocol"]) > 0 || len(h["Sec-WebSocket-Protocol"]) > 0 {
 		return true
 	}
 	if req.URL == nil {

@@ -41,6 +41,10 @@ func TestIsStreaming(t *testing.T) {
 	for _, tt := range tests {
 		assert.Equal(t, tt.want, isStreaming(req(tt.path, tt.header)), "%s %v", tt.path, tt.header)
 	}
+	// Set straight into the map, as gorilla/websocket does.
+	r := req("/api/v1/namespaces/ns/pods/p", nil)
+	r.Header["Sec-WebSocket-Protocol"] = []string{"v5.channel.k8s.io"}
+	assert.True(t, isStreaming(r))
 }
 
 func TestIsLease(t *testing.T) {

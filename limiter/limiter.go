@@ -98,19 +98,15 @@ func New(s store.Store, opts Options) *Limiter {
 	return l
 }
 
-// Budget returns the budget of key, creating it. cluster names it in
-// errors, logs and metrics; an empty cluster keeps the name it has, and
-// the last non-empty name registered for a key is the one used.
+// Budget returns the budget of key, creating it named cluster (the name
+// used in errors, logs and metrics). An existing budget keeps its name;
+// SetCluster renames it.
 func (l *Limiter) Budget(key, cluster string) *Budget {
 	if v, ok := l.budgets.Load(key); ok {
-		b := v.(*Budget)
-		b.rename(cluster)
-		return b
+		return v.(*Budget)
 	}
 	v, _ := l.budgets.LoadOrStore(key, newBudget(l, key, cluster))
-	b := v.(*Budget)
-	b.rename(cluster)
-	return b
+	return v.(*Budget)
 }
 
 // Policy returns the policy of the budgets.

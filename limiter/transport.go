@@ -16,7 +16,8 @@ import (
 //
 // With Adaptive on, a 429, or a 503 with Retry-After, that is not the
 // response of a proxy subresource cools the whole budget down for as long
-// as Retry-After says. The response is passed back unchanged, so that
+// as Retry-After says, whichever request it answers (an exempt one too:
+// the server is throttling this client all the same). The response is passed back unchanged, so that
 // client-go's own retry still works (and its retries count).
 //
 // Transport never answers a request itself and never modifies it: it
@@ -43,7 +44,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	l := b.l
 	if l.isExempt(req) {
 		l.observer.Exempt(b.Cluster(), b.key)
-		return t.next.RoundTrip(req)
+		resp, err := t.next.RoundTrip(req)
+		if err == nil {
+			t.observe(req, resp) // the server throttles this client all the same
+		}
+		return resp, err
 	}
 	if err := b.Wait(req.Context()); err != nil {
 		if req.Body != nil {

@@ -1,6 +1,9 @@
 package store
 
-import "sort"
+import (
+	"slices"
+	"sort"
+)
 
 // freedID marks a released entry of a window: it still counts, so that the
 // reservations made after it stay valid, until a newcomer claims it.
@@ -18,13 +21,17 @@ type windowEntry struct {
 // head entries are dead and reused on compaction.
 //
 // The arithmetic is exact on send instants. A new entry t needs the L-th
-// latest entry s to lie at least one timespan before it (t >= s + span), so
-// that no half-open window of one timespan ever holds more than L entries;
-// taking t no earlier than the latest entry keeps arrival order.
+// latest entry s to lie at least one timespan before it (t >= s + span):
+// only the L-1 entries after s can then share a window of one timespan
+// with t, wherever t falls among them. Taking slots no earlier than the
+// latest slot given out keeps arrival order; that floor is taken before
+// jitter, so that jitter spreads requests without piling up along the
+// queue.
 type window struct {
-	entries []windowEntry
-	head    int
-	freed   int // released entries still in entries[head:]
+	entries  []windowEntry
+	head     int
+	freed    int   // released entries still in entries[head:]
+	lastBase int64 // the latest slot given out, before its jitter
 }
 
 // windowReserve reserves the earliest slot at or after now (and after the
@@ -36,12 +43,9 @@ func (w *window) reserve(now, cd int64, limit int, span int64, id uint64, r Requ
 	t0 := max(now, cd)
 	live := w.entries[w.head:]
 
-	slot = t0
-	if n := len(live); n > 0 {
-		slot = max(slot, live[n-1].at)
-		if n >= limit {
-			slot = max(slot, live[n-limit].at+span)
-		}
+	slot = max(t0, w.lastBase)
+	if n := len(live); n >= limit {
+		slot = max(slot, live[n-limit].at+span)
 	}
 	claim := -1
 	if w.freed > 0 {
@@ -49,7 +53,7 @@ func (w *window) reserve(now, cd int64, limit int, span int64, id uint64, r Requ
 			claim, slot = i, live[i].at
 		}
 	}
-	wait := slot - now
+	base, wait := slot, slot-now
 	if claim < 0 && wait > 0 {
 		slot += jitterWithin(wait, r)
 		wait = slot - now
@@ -65,8 +69,17 @@ func (w *window) reserve(now, cd int64, limit int, span int64, id uint64, r Requ
 		w.freed--
 		return slot, true
 	}
-	w.entries = append(w.entries, windowEntry{at: slot, id: id})
+	w.insert(windowEntry{at: slot, id: id})
+	w.lastBase = base
 	return slot, true
+}
+
+// insert adds e in order, after the entries at the same instant. Without
+// jitter that is always at the end.
+func (w *window) insert(e windowEntry) {
+	live := w.entries[w.head:]
+	i := sort.Search(len(live), func(i int) bool { return live[i].at > e.at })
+	w.entries = slices.Insert(w.entries, w.head+i, e)
 }
 
 // jitterWithin returns the part of r.Jitter that keeps a wait within
@@ -138,6 +151,9 @@ func (w *window) shift(now, until int64) int64 {
 	delta := until - live[i].at
 	for ; i < len(live); i++ {
 		live[i].at += delta
+	}
+	if w.lastBase > now {
+		w.lastBase += delta
 	}
 	return delta
 }

@@ -13,11 +13,11 @@ type demoResult struct {
 	name       string
 	limited    bool // through k8sratelimit: its admission figures apply
 	stats      *stats
-	serverSeen int // requests the server received, client-go's retries included
-	throttled  int // answered 429 by the server
+	serverSeen int       // requests the server received, client-go's retries included
+	throttled  int       // answered 429 by the server
 	released   *instants // when the client side let each request go
 	maxSent    int       // most requests let go in any rolling timespan
-	maxWindow  int // most requests the server received in any rolling timespan
+	maxWindow  int       // most requests the server received in any rolling timespan
 }
 
 // writeReport prints the results side by side.

@@ -53,6 +53,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"CooldownDefersAndOnlyExtends", testCooldownOnlyExtends},
 		{"CooldownMovesOutstandingReservations", testCooldownMovesReservations},
 		{"JitterOnlyForDeferred", testJitter},
+		{"JitterDoesNotPileUp", testJitterDoesNotPileUp},
 		{"LinearSpacing", testLinearSpacing},
 		{"LinearBurst", testLinearBurst},
 		{"LinearReleaseFreesSlot", testLinearRelease},
@@ -290,6 +291,20 @@ func testJitter(t *testing.T, h Harness) {
 	d := reserve(t, h, "k", p, store.Request{MaxWait: 34 * time.Second, Jitter: 3 * time.Second})
 	assert.True(t, d.OK, "jitter never turns an acceptable wait into a refusal")
 	near(t, h, 34*time.Second, d.Wait)
+}
+
+// testJitterDoesNotPileUp checks that requests due together are each
+// moved by their own jitter only, not by the jitter of those before them.
+func testJitterDoesNotPileUp(t *testing.T, h Harness) {
+	p := windowPolicy(3, 10*time.Second)
+	for range 3 {
+		reserve(t, h, "k", p, anyWait)
+	}
+	jittered := store.Request{MaxWait: store.NoMaxWait, Jitter: 2 * time.Second}
+	for i := range 3 {
+		near(t, h, 12*time.Second, reserve(t, h, "k", p, jittered).Wait, "deferred request %d", i)
+	}
+	near(t, h, 22*time.Second, reserve(t, h, "k", p, anyWait).Wait, "the window still counts the jittered instants")
 }
 
 func testLinearSpacing(t *testing.T, h Harness) {

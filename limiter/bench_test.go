@@ -1,0 +1,449 @@
+package limiter_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/time/rate"
+	"k8s.io/client-go/util/flowcontrol"
+
+	"github.com/k8sratelimit/k8sratelimit/limiter"
+	"github.com/k8sratelimit/k8sratelimit/store"
+)
+
+// The admission benchmarks measure a request admitted at once, on a budget
+// with room to spare: benchPolicy admits up to 100 requests per
+// microsecond and keeps 100-150 live entries at benchmark speed, the same
+// order as the default of 400 per minute in full use.
+var benchPolicy = store.Policy{Strategy: store.Window, Limit: 1000, Timespan: 10 * time.Microsecond}
+
+const (
+	benchKey     = "k8s:default:https://apiserver.example:6443"
+	benchCluster = "bench"
+)
+
+// benchDeferCounter counts the requests that were not admitted at once. On a
+// roomy budget none should be; the benchmarks report the count.
+type benchDeferCounter struct {
+	deferred atomic.Int64
+	maxWait  atomic.Int64
+}
+
+func (c *benchDeferCounter) Admitted(_, _ string, wait time.Duration, _ bool) {
+	if wait != 0 {
+		c.deferred.Add(1)
+		for old := c.maxWait.Load(); int64(wait) > old && !c.maxWait.CompareAndSwap(old, int64(wait)); old = c.maxWait.Load() {
+		}
+	}
+}
+func (*benchDeferCounter) Rejected(string, string, time.Duration)       {}
+func (*benchDeferCounter) Exempt(string, string)                        {}
+func (*benchDeferCounter) Throttled(string, string, int, time.Duration) {}
+
+func (c *benchDeferCounter) report(b *testing.B) {
+	b.ReportMetric(float64(c.deferred.Load()), "deferred")
+	b.ReportMetric(float64(c.maxWait.Load()), "maxwait-ns")
+}
+
+func benchBudget(obs limiter.Observer) *limiter.Budget {
+	l := limiter.New(store.NewMemory(nil), limiter.Options{Policy: benchPolicy, Observer: obs})
+	return l.Budget(benchKey, benchCluster)
+}
+
+// BenchmarkBudgetWait is Budget.Wait admitting at once, with the default
+// options (no maximum wait, no jitter). The serial variant fails on any
+// request that is not admitted at once; the parallel one counts them
+// ("deferred": see BENCHMARKS.md).
+func BenchmarkBudgetWait(b *testing.B) {
+	ctx := context.Background()
+	b.Run("serial", func(b *testing.B) {
+		obs := &benchDeferCounter{}
+		budget := benchBudget(obs)
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := budget.Wait(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if n := obs.deferred.Load(); n != 0 {
+			b.Fatalf("%d requests were not admitted at once", n)
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		obs := &benchDeferCounter{}
+		budget := benchBudget(obs)
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if err := budget.Wait(ctx); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+		obs.report(b)
+	})
+}
+
+// BenchmarkRateLimiterTryAccept is the flowcontrol.RateLimiter adapter's
+// TryAccept (maximum wait 0), to compare with client-go's own below. The
+// parallel variant counts the requests refused on the roomy budget
+// ("refused": see BENCHMARKS.md) instead of failing.
+func BenchmarkRateLimiterTryAccept(b *testing.B) {
+	b.Run("serial", func(b *testing.B) {
+		rl := benchBudget(nil).RateLimiter()
+		b.ReportAllocs()
+		for b.Loop() {
+			if !rl.TryAccept() {
+				b.Fatal("TryAccept = false")
+			}
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		rl := benchBudget(nil).RateLimiter()
+		var refused atomic.Int64
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if !rl.TryAccept() {
+					refused.Add(1)
+				}
+			}
+		})
+		b.ReportMetric(float64(refused.Load()), "refused")
+	})
+}
+
+// BenchmarkRateAllow is golang.org/x/time/rate's Allow with a limit it
+// never reaches, for comparison.
+func BenchmarkRateAllow(b *testing.B) {
+	b.Run("serial", func(b *testing.B) {
+		lim := rate.NewLimiter(rate.Limit(1e12), 1_000_000_000)
+		b.ReportAllocs()
+		for b.Loop() {
+			if !lim.Allow() {
+				b.Fatal("Allow = false")
+			}
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		lim := rate.NewLimiter(rate.Limit(1e12), 1_000_000_000)
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if !lim.Allow() {
+					b.Error("Allow = false")
+					return
+				}
+			}
+		})
+	})
+}
+
+// BenchmarkFlowcontrolTryAccept is client-go's token bucket (the default
+// limiter of every rest.Config) with a limit it never reaches, for
+// comparison.
+func BenchmarkFlowcontrolTryAccept(b *testing.B) {
+	b.Run("serial", func(b *testing.B) {
+		rl := flowcontrol.NewTokenBucketRateLimiter(1e12, 1_000_000_000)
+		b.ReportAllocs()
+		for b.Loop() {
+			if !rl.TryAccept() {
+				b.Fatal("TryAccept = false")
+			}
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		rl := flowcontrol.NewTokenBucketRateLimiter(1e12, 1_000_000_000)
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if !rl.TryAccept() {
+					b.Error("TryAccept = false")
+					return
+				}
+			}
+		})
+	})
+}
+
+// benchBlock is how many calls of one kind the paired benchmarks make in a
+// row before switching to the next kind.
+const benchBlock = 256
+
+// benchPaired runs the kinds in turn, benchBlock calls at a time, for b.N
+// calls in all, and reports each kind's ns per call and its ratio to the
+// first kind's. Interleaving in short blocks exposes every kind to the same
+// background load, which a busy machine otherwise skews between separate
+// benchmarks.
+func benchPaired(b *testing.B, names []string, kinds []func() bool) {
+	ns := make([]int64, len(kinds))
+	ops := make([]int64, len(kinds))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for done := 0; done < b.N; {
+		k := (done / benchBlock) % len(kinds)
+		n := min(benchBlock, b.N-done)
+		f := kinds[k]
+		start := time.Now()
+		for range n {
+			if !f() {
+				b.Fatalf("%s refused a request on a roomy budget", names[k])
+			}
+		}
+		ns[k] += time.Since(start).Nanoseconds()
+		ops[k] += int64(n)
+		done += n
+	}
+	if ops[len(kinds)-1] == 0 {
+		return // too few calls to compare
+	}
+	per := make([]float64, len(kinds))
+	for k := range kinds {
+		per[k] = float64(ns[k]) / float64(ops[k])
+		b.ReportMetric(per[k], names[k]+"-ns/call")
+	}
+	for k := 1; k < len(kinds); k++ {
+		b.ReportMetric(per[0]/per[k], names[0]+"/"+names[k])
+	}
+}
+
+// BenchmarkAdmissionPaired is Budget.Wait against x/time/rate's Allow and
+// flowcontrol's TryAccept on one goroutine, interleaved; the ratio metrics
+// are Budget.Wait's cost over theirs.
+func BenchmarkAdmissionPaired(b *testing.B) {
+	ctx := context.Background()
+	obs := &benchDeferCounter{}
+	budget := benchBudget(obs)
+	lim := rate.NewLimiter(rate.Limit(1e12), 1_000_000_000)
+	rl := flowcontrol.NewTokenBucketRateLimiter(1e12, 1_000_000_000)
+	benchPaired(b, []string{"wait", "rate", "flowcontrol"}, []func() bool{
+		func() bool { return budget.Wait(ctx) == nil },
+		lim.Allow,
+		rl.TryAccept,
+	})
+	if n := obs.deferred.Load(); n != 0 {
+		b.Fatalf("%d requests were not admitted at once", n)
+	}
+}
+
+// benchPath is a typical namespaced GET, so that the exemption checks
+// parse a realistic path.
+const benchPath = "/api/v1/namespaces/default/pods/demo"
+
+// benchStubTransport answers every request at once with a shared empty
+// response: it isolates the limiter's own cost per request.
+type benchStubTransport struct{}
+
+func (benchStubTransport) RoundTrip(*http.Request) (*http.Response, error) {
+	return benchStubResponse, nil
+}
+
+var benchStubResponse = &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Body: http.NoBody}
+
+// BenchmarkTransportOverhead is the wrapped Transport's RoundTrip over a
+// transport that does nothing, against calling that transport directly:
+// the cost the limiter adds to each request, without any network.
+func BenchmarkTransportOverhead(b *testing.B) {
+	req, err := http.NewRequest(http.MethodGet, "https://apiserver.example:6443"+benchPath, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	transports := []struct {
+		name string
+		rt   func() http.RoundTripper
+	}{
+		{"stub", func() http.RoundTripper { return benchStubTransport{} }},
+		{"wrapped", func() http.RoundTripper { return benchBudget(nil).Wrap(benchStubTransport{}) }},
+	}
+	for _, tr := range transports {
+		b.Run(tr.name+"/serial", func(b *testing.B) {
+			rt := tr.rt()
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := rt.RoundTrip(req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(tr.name+"/parallel", func(b *testing.B) {
+			rt := tr.rt()
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := rt.RoundTrip(req); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}
+
+// benchBareTransport is the transport of the GET benchmarks: the default
+// transport's settings, with room to keep a connection per goroutine.
+func benchBareTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 64
+	return t
+}
+
+// benchGet makes one GET with c and reads the whole response, so that the
+// connection is reused.
+func benchGet(c *http.Client, url string) error {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	n, err := io.Copy(io.Discard, resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK || n != 2 {
+		return &benchUnexpected{resp.StatusCode, n}
+	}
+	return nil
+}
+
+// BenchmarkTransportGET is one GET to a loopback httptest server that
+// answers "ok", through a bare http.Transport and through the same kind of
+// transport wrapped by the limiter: same server, same client settings,
+// connections reused.
+func BenchmarkTransportGET(b *testing.B) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("ok"))
+	}))
+	defer srv.Close()
+	url := srv.URL + benchPath
+
+	clients := []struct {
+		name string
+		rt   func(*http.Transport) http.RoundTripper
+	}{
+		{"bare", func(t *http.Transport) http.RoundTripper { return t }},
+		{"wrapped", func(t *http.Transport) http.RoundTripper { return benchBudget(nil).Wrap(t) }},
+	}
+	for _, cl := range clients {
+		b.Run(cl.name+"/serial", func(b *testing.B) {
+			bare := benchBareTransport()
+			defer bare.CloseIdleConnections()
+			c := &http.Client{Transport: cl.rt(bare)}
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := benchGet(c, url); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(cl.name+"/parallel", func(b *testing.B) {
+			bare := benchBareTransport()
+			defer bare.CloseIdleConnections()
+			c := &http.Client{Transport: cl.rt(bare)}
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if err := benchGet(c, url); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}
+
+// benchOrders are the orders of the three clients of
+// BenchmarkTransportGETPaired, used in turn: each client comes first,
+// second and third, after each of the others, equally often.
+var benchOrders = [...][3]int{{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}}
+
+// BenchmarkTransportGETPaired is BenchmarkTransportGET with three clients
+// taking turns, one GET each per iteration in varying order, each GET
+// timed, so that all see the same background load: a bare client, a second
+// bare client configured identically (an A/A control: its ratio to the
+// first shows the noise floor), and the wrapped client. It reports ns per
+// GET of the first bare and the wrapped client, wrapped/bare,
+// control/bare and wrapped/control.
+func BenchmarkTransportGETPaired(b *testing.B) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("ok"))
+	}))
+	defer srv.Close()
+	url := srv.URL + benchPath
+
+	run := func(b *testing.B, parallel bool) {
+		var clients [3]*http.Client // bare, control, wrapped
+		for i := range clients {
+			t := benchBareTransport()
+			defer t.CloseIdleConnections()
+			var rt http.RoundTripper = t
+			if i == 2 {
+				rt = benchBudget(nil).Wrap(t)
+			}
+			clients[i] = &http.Client{Transport: rt}
+		}
+		var ns [3]atomic.Int64
+		var n atomic.Int64
+		step := func(i int) error {
+			for _, k := range benchOrders[i%len(benchOrders)] {
+				start := time.Now()
+				if err := benchGet(clients[k], url); err != nil {
+					return err
+				}
+				ns[k].Add(int64(time.Since(start)))
+			}
+			n.Add(1)
+			return nil
+		}
+		b.ReportAllocs()
+		b.ResetTimer()
+		if parallel {
+			b.RunParallel(func(pb *testing.PB) {
+				for i := 0; pb.Next(); i++ {
+					if err := step(i); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		} else {
+			for i := 0; i < b.N; i++ {
+				if err := step(i); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		bare, control, wrapped := float64(ns[0].Load()), float64(ns[1].Load()), float64(ns[2].Load())
+		if n.Load() == 0 || bare == 0 {
+			return
+		}
+		b.ReportMetric(bare/float64(n.Load()), "bare-ns/GET")
+		b.ReportMetric(wrapped/float64(n.Load()), "wrapped-ns/GET")
+		b.ReportMetric(wrapped/bare, "wrapped/bare")
+		b.ReportMetric(control/bare, "control/bare")
+		b.ReportMetric(wrapped/control, "wrapped/control")
+	}
+	b.Run("serial", func(b *testing.B) { run(b, false) })
+	b.Run("parallel", func(b *testing.B) { run(b, true) })
+}
+
+type benchUnexpected struct {
+	code int
+	n    int64
+}
+
+func (u *benchUnexpected) Error() string {
+	return fmt.Sprintf("unexpected response: %d, %d bytes", u.code, u.n)
+}

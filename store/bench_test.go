@@ -1,0 +1,390 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/time/rate"
+	"k8s.io/client-go/util/flowcontrol"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/k8sratelimit/k8sratelimit/store"
+)
+
+// The admission benchmarks measure a request admitted at once, on a budget
+// with room to spare: they time the decision, never a sleep. The serial
+// variants fail on any request that is not admitted at once. The parallel
+// ones count them ("deferred", with the longest wait in "maxwait-ns") and
+// release them: the store reads its clock before locking the budget, so a
+// goroutine held up between the two decides with a stale time and can be
+// deferred although the budget has room (see BENCHMARKS.md).
+//
+// benchWindow admits up to 100 requests per microsecond (one per 10ns) and
+// keeps 100-150 live entries at benchmark speed, the same order as the
+// default of 400 per minute in full use. benchLinear spaces requests 1ns
+// apart with a burst of a million.
+var (
+	benchWindow = store.Policy{Strategy: store.Window, Limit: 1000, Timespan: 10 * time.Microsecond}
+	benchLinear = store.Policy{Strategy: store.Linear, Limit: 1_000_000, Timespan: time.Millisecond, Burst: 1_000_000}
+)
+
+const benchKey = "k8s:default:https://apiserver.example:6443"
+
+var benchStrategies = []struct {
+	name   string
+	policy store.Policy
+}{
+	{"window", benchWindow},
+	{"linear", benchLinear},
+}
+
+func BenchmarkMemoryReserve(b *testing.B) {
+	ctx := context.Background()
+	for _, s := range benchStrategies {
+		b.Run(s.name+"/serial", func(b *testing.B) {
+			m := store.NewMemory(nil)
+			b.ReportAllocs()
+			for b.Loop() {
+				res, err := m.Reserve(ctx, benchKey, s.policy, store.Request{MaxWait: store.NoMaxWait})
+				if err != nil || !res.OK || res.Wait != 0 {
+					b.Fatalf("Reserve = %+v, %v; want admitted at once", res, err)
+				}
+			}
+		})
+		b.Run(s.name+"/parallel", func(b *testing.B) {
+			m := store.NewMemory(nil)
+			var deferred atomic.Int64
+			var maxWait atomic.Int64
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					res, err := m.Reserve(ctx, benchKey, s.policy, store.Request{MaxWait: store.NoMaxWait})
+					if err != nil || !res.OK {
+						b.Errorf("Reserve = %+v, %v; want admitted at once", res, err)
+						return
+					}
+					if res.Wait != 0 {
+						deferred.Add(1)
+						benchStoreMax(&maxWait, int64(res.Wait))
+						_ = m.Release(ctx, benchKey, res.ID)
+					}
+				}
+			})
+			b.ReportMetric(float64(deferred.Load()), "deferred")
+			b.ReportMetric(float64(maxWait.Load()), "maxwait-ns")
+		})
+	}
+}
+
+// benchStoreMax raises m to v when v is larger.
+func benchStoreMax(m *atomic.Int64, v int64) {
+	for old := m.Load(); v > old && !m.CompareAndSwap(old, v); old = m.Load() {
+	}
+}
+
+// BenchmarkRateAllow is golang.org/x/time/rate's Allow, for comparison:
+// "finite" with a limit it never reaches (the token arithmetic runs),
+// "inf" with rate.Inf (Allow returns before any arithmetic).
+func BenchmarkRateAllow(b *testing.B) {
+	limiters := []struct {
+		name string
+		new  func() *rate.Limiter
+	}{
+		{"finite", func() *rate.Limiter { return rate.NewLimiter(rate.Limit(1e12), 1_000_000_000) }},
+		{"inf", func() *rate.Limiter { return rate.NewLimiter(rate.Inf, 0) }},
+	}
+	for _, l := range limiters {
+		b.Run(l.name+"/serial", func(b *testing.B) {
+			lim := l.new()
+			b.ReportAllocs()
+			for b.Loop() {
+				if !lim.Allow() {
+					b.Fatal("Allow = false")
+				}
+			}
+		})
+		b.Run(l.name+"/parallel", func(b *testing.B) {
+			lim := l.new()
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if !lim.Allow() {
+						b.Error("Allow = false")
+						return
+					}
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkFlowcontrolTryAccept is client-go's token bucket (the default
+// limiter of every rest.Config), for comparison.
+func BenchmarkFlowcontrolTryAccept(b *testing.B) {
+	b.Run("serial", func(b *testing.B) {
+		rl := flowcontrol.NewTokenBucketRateLimiter(1e12, 1_000_000_000)
+		b.ReportAllocs()
+		for b.Loop() {
+			if !rl.TryAccept() {
+				b.Fatal("TryAccept = false")
+			}
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		rl := flowcontrol.NewTokenBucketRateLimiter(1e12, 1_000_000_000)
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if !rl.TryAccept() {
+					b.Error("TryAccept = false")
+					return
+				}
+			}
+		})
+	})
+}
+
+// benchBlock is how many calls of one kind BenchmarkAdmissionPaired makes
+// in a row before switching to the next kind.
+const benchBlock = 256
+
+// BenchmarkAdmissionPaired is Memory.Reserve (both strategies) against
+// x/time/rate's Allow and flowcontrol's TryAccept on one goroutine, taking
+// turns benchBlock calls at a time, each block timed: all kinds see the
+// same background load, which a busy machine otherwise skews between
+// separate benchmarks. It reports each kind's ns per call and the ratios
+// of the store's cost over theirs.
+func BenchmarkAdmissionPaired(b *testing.B) {
+	ctx := context.Background()
+	m := store.NewMemory(nil)
+	lim := rate.NewLimiter(rate.Limit(1e12), 1_000_000_000)
+	rl := flowcontrol.NewTokenBucketRateLimiter(1e12, 1_000_000_000)
+	reserve := func(p store.Policy, key string) func() bool {
+		return func() bool {
+			res, err := m.Reserve(ctx, key, p, store.Request{MaxWait: store.NoMaxWait})
+			return err == nil && res.OK && res.Wait == 0
+		}
+	}
+	names := []string{"window", "linear", "rate", "flowcontrol"}
+	kinds := []func() bool{reserve(benchWindow, benchKey), reserve(benchLinear, benchKey+"/linear"), lim.Allow, rl.TryAccept}
+	ns := make([]int64, len(kinds))
+	ops := make([]int64, len(kinds))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for done := 0; done < b.N; {
+		k := (done / benchBlock) % len(kinds)
+		n := min(benchBlock, b.N-done)
+		f := kinds[k]
+		start := time.Now()
+		for range n {
+			if !f() {
+				b.Fatalf("%s: a request was not admitted at once", names[k])
+			}
+		}
+		ns[k] += time.Since(start).Nanoseconds()
+		ops[k] += int64(n)
+		done += n
+	}
+	if ops[len(kinds)-1] == 0 {
+		return // too few calls to compare
+	}
+	per := make([]float64, len(kinds))
+	for k := range kinds {
+		per[k] = float64(ns[k]) / float64(ops[k])
+		b.ReportMetric(per[k], names[k]+"-ns/call")
+	}
+	for _, ours := range []int{0, 1} {
+		for _, theirs := range []int{2, 3} {
+			b.ReportMetric(per[ours]/per[theirs], names[ours]+"/"+names[theirs])
+		}
+	}
+}
+
+// benchDefaultPolicy is the default configuration: 400 per minute, window.
+var benchDefaultPolicy = store.Policy{Strategy: store.Window, Limit: 400, Timespan: time.Minute}
+
+const benchManyBudgets = 10_000
+
+func benchBudgetKeys(n int) []string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("k8s:default:https://apiserver-%05d.example:6443", i)
+	}
+	return keys
+}
+
+func benchHeapInUse() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// BenchmarkMemory10kBudgets reports the heap the in-memory store holds for
+// 10,000 budgets in use under policy, with perBudget requests sent on each
+// (B/budget), and what it still holds once they are idle and a Reserve on
+// another key has swept them (B-after-drop, for the whole store). The keys
+// are made beforehand: they belong to the caller and are not counted.
+// ns/op is the time to fill and drain the store, a by-product.
+func BenchmarkMemory10kBudgets(b *testing.B) {
+	cases := []struct {
+		name      string
+		policy    store.Policy
+		perBudget int
+	}{
+		{"window-400-per-minute/1-request", benchDefaultPolicy, 1},
+		{"window-400-per-minute/400-requests", benchDefaultPolicy, 400},
+		{"linear-400-per-minute/1-request", store.Policy{Strategy: store.Linear, Limit: 400, Timespan: time.Minute}, 1},
+	}
+	ctx := context.Background()
+	keys := benchBudgetKeys(benchManyBudgets)
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			var perBudget, afterDrop float64
+			for b.Loop() {
+				clk := clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+				base := benchHeapInUse()
+				m := store.NewMemory(clk)
+				for _, k := range keys {
+					for range c.perBudget {
+						res, err := m.Reserve(ctx, k, c.policy, store.Request{MaxWait: store.NoMaxWait})
+						if err != nil || !res.OK {
+							b.Fatalf("Reserve = %+v, %v", res, err)
+						}
+					}
+				}
+				if got := m.Budgets(); got != benchManyBudgets {
+					b.Fatalf("Budgets() = %d, want %d", got, benchManyBudgets)
+				}
+				full := benchHeapInUse()
+
+				clk.SetTime(clk.Now().Add(c.policy.Timespan + time.Second))
+				if _, err := m.Reserve(ctx, "k8s:default:https://other.example:6443", c.policy, store.Request{}); err != nil {
+					b.Fatal(err)
+				}
+				if got := m.Budgets(); got != 1 {
+					b.Fatalf("Budgets() after the idle sweep = %d, want 1", got)
+				}
+				drained := benchHeapInUse()
+				runtime.KeepAlive(m)
+
+				perBudget = float64(int64(full)-int64(base)) / benchManyBudgets
+				afterDrop = float64(int64(drained) - int64(base))
+			}
+			b.ReportMetric(perBudget, "B/budget")
+			b.ReportMetric(afterDrop, "B-after-drop")
+		})
+	}
+	runtime.KeepAlive(keys)
+}
+
+// TestMemoryDropsIdleBudgets checks that budgets are dropped once idle,
+// without a background goroutine: a Reserve made after they went idle
+// sweeps them, and a budget that still constrains something is kept. A
+// window budget goes idle one timespan after its last request; a linear one
+// when it is full again, one interval after a lone request.
+func TestMemoryDropsIdleBudgets(t *testing.T) {
+	ctx := context.Background()
+	cases := []struct {
+		name    string
+		policy  store.Policy
+		horizon time.Duration // how long one request keeps a budget busy
+	}{
+		{"window", benchDefaultPolicy, benchDefaultPolicy.Timespan},
+		{"linear", store.Policy{Strategy: store.Linear, Limit: 10, Timespan: time.Minute, Burst: 10}, 6 * time.Second},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			clk := clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+			m := store.NewMemory(clk)
+			reserve := func(key string) {
+				t.Helper()
+				res, err := m.Reserve(ctx, key, c.policy, store.Request{})
+				if err != nil || !res.OK || res.Wait != 0 {
+					t.Fatalf("Reserve(%s) = %+v, %v; want admitted at once", key, res, err)
+				}
+			}
+
+			keys := benchBudgetKeys(benchManyBudgets)
+			for _, k := range keys {
+				reserve(k)
+			}
+			if got := m.Budgets(); got != benchManyBudgets {
+				t.Fatalf("Budgets() = %d, want %d", got, benchManyBudgets)
+			}
+
+			// Halfway, one budget is used again (and a sweep runs: the
+			// horizons are well over a second). Nothing is idle yet.
+			clk.SetTime(clk.Now().Add(c.horizon / 2))
+			reserve(keys[0])
+			if got := m.Budgets(); got != benchManyBudgets {
+				t.Fatalf("Budgets() halfway = %d, want %d", got, benchManyBudgets)
+			}
+
+			// Just past the horizon of the first requests, every budget but
+			// keys[0] is idle: a Reserve on a new key sweeps them.
+			clk.SetTime(clk.Now().Add(c.horizon/2 + time.Nanosecond))
+			reserve("k8s:default:https://other.example:6443")
+			if got := m.Budgets(); got != 2 {
+				t.Fatalf("Budgets() after the sweep = %d, want 2 (keys[0] and the new key)", got)
+			}
+
+			// A dropped budget is made afresh when used again.
+			reserve(keys[1])
+			if got := m.Budgets(); got != 3 {
+				t.Fatalf("Budgets() = %d, want 3", got)
+			}
+
+			// Once everything is idle, the next sweep leaves only the
+			// budget of the Reserve that triggered it.
+			clk.SetTime(clk.Now().Add(c.policy.Timespan + time.Second))
+			reserve(keys[2])
+			if got := m.Budgets(); got != 1 {
+				t.Fatalf("Budgets() after everything went idle = %d, want 1", got)
+			}
+		})
+	}
+}
+
+// TestMemoryKeepsBusyBudgets checks that the sweep keeps a budget that
+// still constrains something: a deferred reservation ahead, or a cooldown.
+func TestMemoryKeepsBusyBudgets(t *testing.T) {
+	ctx := context.Background()
+	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	m := store.NewMemory(clk)
+	p := store.Policy{Strategy: store.Window, Limit: 1, Timespan: time.Minute}
+
+	// "waiter": one sent now, one deferred by a minute.
+	for range 2 {
+		if res, err := m.Reserve(ctx, "waiter", p, store.Request{MaxWait: store.NoMaxWait}); err != nil || !res.OK {
+			t.Fatalf("Reserve(waiter) = %+v, %v", res, err)
+		}
+	}
+	// "cooling": a cooldown of an hour.
+	if _, err := m.SetCooldown(ctx, "cooling", p, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	// "idle": one request, nothing else.
+	if _, err := m.Reserve(ctx, "idle", p, store.Request{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// 90s on: "idle" went idle at 1m; the deferred request of "waiter" is
+	// constraining until 2m; "cooling" until 1h.
+	clk.SetTime(clk.Now().Add(90 * time.Second))
+	if _, err := m.Reserve(ctx, "sweeper", p, store.Request{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Budgets(); got != 3 {
+		t.Fatalf("Budgets() = %d, want 3 (waiter, cooling, sweeper)", got)
+	}
+	if left, err := m.Cooldown(ctx, "cooling"); err != nil || left <= 0 {
+		t.Fatalf("Cooldown(cooling) = %v, %v; want the cooldown kept", left, err)
+	}
+}
