@@ -10,9 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/time/rate"
-	"k8s.io/client-go/util/flowcontrol"
-
+	"github.com/k8sratelimit/k8sratelimit/internal/benchref"
 	"github.com/k8sratelimit/k8sratelimit/limiter"
 	"github.com/k8sratelimit/k8sratelimit/store"
 )
@@ -120,98 +118,19 @@ func BenchmarkRateLimiterTryAccept(b *testing.B) {
 	})
 }
 
-// BenchmarkRateAllow is golang.org/x/time/rate's Allow with a limit it
-// never reaches, for comparison.
+// BenchmarkRateAllow is golang.org/x/time/rate's Allow, for comparison:
+// "finite" with a limit it never reaches (the token arithmetic runs),
+// "inf" with rate.Inf (Allow returns before any arithmetic).
 func BenchmarkRateAllow(b *testing.B) {
-	b.Run("serial", func(b *testing.B) {
-		lim := rate.NewLimiter(rate.Limit(1e12), 1_000_000_000)
-		b.ReportAllocs()
-		for b.Loop() {
-			if !lim.Allow() {
-				b.Fatal("Allow = false")
-			}
-		}
-	})
-	b.Run("parallel", func(b *testing.B) {
-		lim := rate.NewLimiter(rate.Limit(1e12), 1_000_000_000)
-		b.ReportAllocs()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				if !lim.Allow() {
-					b.Error("Allow = false")
-					return
-				}
-			}
-		})
-	})
+	b.Run("finite", func(b *testing.B) { benchref.Admit(b, benchref.RateAllow) })
+	b.Run("inf", func(b *testing.B) { benchref.Admit(b, benchref.RateAllowInf) })
 }
 
 // BenchmarkFlowcontrolTryAccept is client-go's token bucket (the default
 // limiter of every rest.Config) with a limit it never reaches, for
 // comparison.
 func BenchmarkFlowcontrolTryAccept(b *testing.B) {
-	b.Run("serial", func(b *testing.B) {
-		rl := flowcontrol.NewTokenBucketRateLimiter(1e12, 1_000_000_000)
-		b.ReportAllocs()
-		for b.Loop() {
-			if !rl.TryAccept() {
-				b.Fatal("TryAccept = false")
-			}
-		}
-	})
-	b.Run("parallel", func(b *testing.B) {
-		rl := flowcontrol.NewTokenBucketRateLimiter(1e12, 1_000_000_000)
-		b.ReportAllocs()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				if !rl.TryAccept() {
-					b.Error("TryAccept = false")
-					return
-				}
-			}
-		})
-	})
-}
-
-// benchBlock is how many calls of one kind the paired benchmarks make in a
-// row before switching to the next kind.
-const benchBlock = 256
-
-// benchPaired runs the kinds in turn, benchBlock calls at a time, for b.N
-// calls in all, and reports each kind's ns per call and its ratio to the
-// first kind's. Interleaving in short blocks exposes every kind to the same
-// background load, which a busy machine otherwise skews between separate
-// benchmarks.
-func benchPaired(b *testing.B, names []string, kinds []func() bool) {
-	ns := make([]int64, len(kinds))
-	ops := make([]int64, len(kinds))
-	b.ReportAllocs()
-	b.ResetTimer()
-	for done := 0; done < b.N; {
-		k := (done / benchBlock) % len(kinds)
-		n := min(benchBlock, b.N-done)
-		f := kinds[k]
-		start := time.Now()
-		for range n {
-			if !f() {
-				b.Fatalf("%s refused a request on a roomy budget", names[k])
-			}
-		}
-		ns[k] += time.Since(start).Nanoseconds()
-		ops[k] += int64(n)
-		done += n
-	}
-	if ops[len(kinds)-1] == 0 {
-		return // too few calls to compare
-	}
-	per := make([]float64, len(kinds))
-	for k := range kinds {
-		per[k] = float64(ns[k]) / float64(ops[k])
-		b.ReportMetric(per[k], names[k]+"-ns/call")
-	}
-	for k := 1; k < len(kinds); k++ {
-		b.ReportMetric(per[0]/per[k], names[0]+"/"+names[k])
-	}
+	benchref.Admit(b, benchref.FlowcontrolTryAccept)
 }
 
 // BenchmarkAdmissionPaired is Budget.Wait against x/time/rate's Allow and
@@ -221,13 +140,11 @@ func BenchmarkAdmissionPaired(b *testing.B) {
 	ctx := context.Background()
 	obs := &benchDeferCounter{}
 	budget := benchBudget(obs)
-	lim := rate.NewLimiter(rate.Limit(1e12), 1_000_000_000)
-	rl := flowcontrol.NewTokenBucketRateLimiter(1e12, 1_000_000_000)
-	benchPaired(b, []string{"wait", "rate", "flowcontrol"}, []func() bool{
+	benchref.Paired(b, []string{"wait", "rate", "flowcontrol"}, []func() bool{
 		func() bool { return budget.Wait(ctx) == nil },
-		lim.Allow,
-		rl.TryAccept,
-	})
+		benchref.RateAllow(),
+		benchref.FlowcontrolTryAccept(),
+	}, 1)
 	if n := obs.deferred.Load(); n != 0 {
 		b.Fatalf("%d requests were not admitted at once", n)
 	}

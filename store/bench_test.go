@@ -8,10 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/time/rate"
-	"k8s.io/client-go/util/flowcontrol"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/k8sratelimit/k8sratelimit/internal/benchref"
 	"github.com/k8sratelimit/k8sratelimit/store"
 )
 
@@ -90,79 +89,26 @@ func benchStoreMax(m *atomic.Int64, v int64) {
 // "finite" with a limit it never reaches (the token arithmetic runs),
 // "inf" with rate.Inf (Allow returns before any arithmetic).
 func BenchmarkRateAllow(b *testing.B) {
-	limiters := []struct {
-		name string
-		new  func() *rate.Limiter
-	}{
-		{"finite", func() *rate.Limiter { return rate.NewLimiter(rate.Limit(1e12), 1_000_000_000) }},
-		{"inf", func() *rate.Limiter { return rate.NewLimiter(rate.Inf, 0) }},
-	}
-	for _, l := range limiters {
-		b.Run(l.name+"/serial", func(b *testing.B) {
-			lim := l.new()
-			b.ReportAllocs()
-			for b.Loop() {
-				if !lim.Allow() {
-					b.Fatal("Allow = false")
-				}
-			}
-		})
-		b.Run(l.name+"/parallel", func(b *testing.B) {
-			lim := l.new()
-			b.ReportAllocs()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					if !lim.Allow() {
-						b.Error("Allow = false")
-						return
-					}
-				}
-			})
-		})
-	}
+	b.Run("finite", func(b *testing.B) { benchref.Admit(b, benchref.RateAllow) })
+	b.Run("inf", func(b *testing.B) { benchref.Admit(b, benchref.RateAllowInf) })
 }
 
 // BenchmarkFlowcontrolTryAccept is client-go's token bucket (the default
-// limiter of every rest.Config), for comparison.
+// limiter of every rest.Config) with a limit it never reaches, for
+// comparison.
 func BenchmarkFlowcontrolTryAccept(b *testing.B) {
-	b.Run("serial", func(b *testing.B) {
-		rl := flowcontrol.NewTokenBucketRateLimiter(1e12, 1_000_000_000)
-		b.ReportAllocs()
-		for b.Loop() {
-			if !rl.TryAccept() {
-				b.Fatal("TryAccept = false")
-			}
-		}
-	})
-	b.Run("parallel", func(b *testing.B) {
-		rl := flowcontrol.NewTokenBucketRateLimiter(1e12, 1_000_000_000)
-		b.ReportAllocs()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				if !rl.TryAccept() {
-					b.Error("TryAccept = false")
-					return
-				}
-			}
-		})
-	})
+	benchref.Admit(b, benchref.FlowcontrolTryAccept)
 }
-
-// benchBlock is how many calls of one kind BenchmarkAdmissionPaired makes
-// in a row before switching to the next kind.
-const benchBlock = 256
 
 // BenchmarkAdmissionPaired is Memory.Reserve (both strategies) against
 // x/time/rate's Allow and flowcontrol's TryAccept on one goroutine, taking
-// turns benchBlock calls at a time, each block timed: all kinds see the
+// turns in short blocks, each block timed: all kinds see the
 // same background load, which a busy machine otherwise skews between
 // separate benchmarks. It reports each kind's ns per call and the ratios
 // of the store's cost over theirs.
 func BenchmarkAdmissionPaired(b *testing.B) {
 	ctx := context.Background()
 	m := store.NewMemory(nil)
-	lim := rate.NewLimiter(rate.Limit(1e12), 1_000_000_000)
-	rl := flowcontrol.NewTokenBucketRateLimiter(1e12, 1_000_000_000)
 	reserve := func(p store.Policy, key string) func() bool {
 		return func() bool {
 			res, err := m.Reserve(ctx, key, p, store.Request{MaxWait: store.NoMaxWait})
@@ -170,38 +116,8 @@ func BenchmarkAdmissionPaired(b *testing.B) {
 		}
 	}
 	names := []string{"window", "linear", "rate", "flowcontrol"}
-	kinds := []func() bool{reserve(benchWindow, benchKey), reserve(benchLinear, benchKey+"/linear"), lim.Allow, rl.TryAccept}
-	ns := make([]int64, len(kinds))
-	ops := make([]int64, len(kinds))
-	b.ReportAllocs()
-	b.ResetTimer()
-	for done := 0; done < b.N; {
-		k := (done / benchBlock) % len(kinds)
-		n := min(benchBlock, b.N-done)
-		f := kinds[k]
-		start := time.Now()
-		for range n {
-			if !f() {
-				b.Fatalf("%s: a request was not admitted at once", names[k])
-			}
-		}
-		ns[k] += time.Since(start).Nanoseconds()
-		ops[k] += int64(n)
-		done += n
-	}
-	if ops[len(kinds)-1] == 0 {
-		return // too few calls to compare
-	}
-	per := make([]float64, len(kinds))
-	for k := range kinds {
-		per[k] = float64(ns[k]) / float64(ops[k])
-		b.ReportMetric(per[k], names[k]+"-ns/call")
-	}
-	for _, ours := range []int{0, 1} {
-		for _, theirs := range []int{2, 3} {
-			b.ReportMetric(per[ours]/per[theirs], names[ours]+"/"+names[theirs])
-		}
-	}
+	kinds := []func() bool{reserve(benchWindow, benchKey), reserve(benchLinear, benchKey+"/linear"), benchref.RateAllow(), benchref.FlowcontrolTryAccept()}
+	benchref.Paired(b, names, kinds, 2)
 }
 
 // benchDefaultPolicy is the default configuration: 400 per minute, window.

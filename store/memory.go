@@ -69,20 +69,25 @@ func (m *Memory) Budgets() int { return int(m.count.Load()) }
 
 // Reserve implements Store.
 func (m *Memory) Reserve(_ context.Context, key string, p Policy, r Request) (Reservation, error) {
+	b := m.lockedBudget(key)
+	// Read the time under the lock: decisions on one budget are made in
+	// time order, never from a time read before another's.
+	now := m.now()
+	res := b.reserveLocked(now, p, r)
+	b.mu.Unlock()
+	m.maybeSweep(now)
+	return res, nil
+}
+
+// lockedBudget returns the budget of key, creating it, with its lock held.
+func (m *Memory) lockedBudget(key string) *budget {
 	for {
 		b := m.budget(key)
 		b.mu.Lock()
-		if b.dropped {
-			b.mu.Unlock()
-			continue
+		if !b.dropped {
+			return b
 		}
-		// Read the time under the lock: decisions on one budget are made in
-		// time order, never from a time read before another's.
-		now := m.now()
-		res := b.reserveLocked(now, p, r)
-		b.mu.Unlock()
-		m.maybeSweep(now)
-		return res, nil
+		b.mu.Unlock() // dropped by a sweep meanwhile: look it up again
 	}
 }
 
@@ -170,20 +175,12 @@ func (m *Memory) Release(_ context.Context, key string, id uint64) error {
 
 // SetCooldown implements Store.
 func (m *Memory) SetCooldown(_ context.Context, key string, p Policy, d time.Duration) (time.Duration, error) {
-	for {
-		b := m.budget(key)
-		b.mu.Lock()
-		if b.dropped {
-			b.mu.Unlock()
-			continue
-		}
-		now := m.now()
-		b.setPolicyLocked(p)
-		b.cooldownLocked(now, now+int64(max(d, 0)))
-		left := time.Duration(max(b.cd-now, 0))
-		b.mu.Unlock()
-		return left, nil
-	}
+	b := m.lockedBudget(key)
+	defer b.mu.Unlock()
+	now := m.now()
+	b.setPolicyLocked(p)
+	b.cooldownLocked(now, now+int64(max(d, 0)))
+	return time.Duration(max(b.cd-now, 0)), nil
 }
 
 // cooldownLocked extends the cooldown to until and moves the outstanding
