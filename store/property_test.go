@@ -18,6 +18,7 @@ import (
 type simRequest struct {
 	arrival  time.Time
 	slot     time.Time // reserved, then moved by cooldowns
+	wake     time.Time // when its timer fires: the slot, or a little later
 	send     time.Time // when it was sent; zero while waiting
 	deferred bool
 	moved    bool // a cooldown moved it while it waited
@@ -25,11 +26,12 @@ type simRequest struct {
 	id       uint64
 }
 
-// waitQueue orders waiting requests by slot, like the timers of waiters.
+// waitQueue orders waiting requests by wake-up, like the timers of
+// waiters.
 type waitQueue []*simRequest
 
 func (q waitQueue) Len() int           { return len(q) }
-func (q waitQueue) Less(i, j int) bool { return q[i].slot.Before(q[j].slot) }
+func (q waitQueue) Less(i, j int) bool { return q[i].wake.Before(q[j].wake) }
 func (q waitQueue) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
 func (q *waitQueue) Push(x any)        { *q = append(*q, x.(*simRequest)) }
 func (q *waitQueue) Pop() any {
@@ -44,6 +46,8 @@ type simConfig struct {
 	arrivals  int
 	cancel    bool // release some waiting requests
 	cooldowns bool
+	jitter    time.Duration // up to this much, drawn per request
+	late      time.Duration // waiters wake up to this much after their slot
 	seed      uint64
 }
 
@@ -66,13 +70,20 @@ func simulate(t *testing.T, cfg simConfig) ([]*simRequest, []time.Time) {
 	nextArrival := start
 	arrived := 0
 
+	lateness := func() time.Duration {
+		if cfg.late <= 0 {
+			return 0
+		}
+		return time.Duration(rng.Int64N(int64(cfg.late) + 1))
+	}
 	fire := func(now time.Time) {
-		for waiting.Len() > 0 && !(*waiting)[0].slot.After(now) {
+		for waiting.Len() > 0 && !(*waiting)[0].wake.After(now) {
 			r := heap.Pop(waiting).(*simRequest)
 			left, err := m.Confirm(ctx, key, r.id)
 			require.NoError(t, err)
 			if left > 0 {
 				r.slot, r.moved = now.Add(left), true
+				r.wake = r.slot.Add(lateness())
 				heap.Push(waiting, r)
 				continue
 			}
@@ -83,8 +94,8 @@ func simulate(t *testing.T, cfg simConfig) ([]*simRequest, []time.Time) {
 	for arrived < cfg.arrivals || waiting.Len() > 0 {
 		// Move the clock to the next event: an arrival or a waiter's slot.
 		next := nextArrival
-		if arrived >= cfg.arrivals || (waiting.Len() > 0 && (*waiting)[0].slot.Before(next)) {
-			next = (*waiting)[0].slot
+		if arrived >= cfg.arrivals || (waiting.Len() > 0 && (*waiting)[0].wake.Before(next)) {
+			next = (*waiting)[0].wake
 		}
 		clk.SetTime(next)
 		fire(next)
@@ -93,10 +104,15 @@ func simulate(t *testing.T, cfg simConfig) ([]*simRequest, []time.Time) {
 		}
 
 		now := clk.Now()
-		res, err := m.Reserve(ctx, key, cfg.policy, store.Request{MaxWait: store.NoMaxWait})
+		var j time.Duration
+		if cfg.jitter > 0 {
+			j = time.Duration(rng.Int64N(int64(cfg.jitter) + 1))
+		}
+		res, err := m.Reserve(ctx, key, cfg.policy, store.Request{MaxWait: store.NoMaxWait, Jitter: j})
 		require.NoError(t, err)
 		require.True(t, res.OK)
 		r := &simRequest{arrival: now, slot: now.Add(res.Wait), id: res.ID, deferred: res.Wait > 0}
+		r.wake = r.slot.Add(lateness())
 		reqs = append(reqs, r)
 		if r.deferred {
 			heap.Push(waiting, r)
@@ -112,10 +128,14 @@ func simulate(t *testing.T, cfg simConfig) ([]*simRequest, []time.Time) {
 			require.NoError(t, err)
 			cooldownEnds = append(cooldownEnds, now.Add(left))
 			for _, w := range *waiting {
+				if !w.slot.After(now) {
+					continue // due, its waiter about to wake: a cooldown does not move it
+				}
 				left, err := m.Confirm(ctx, key, w.id)
 				require.NoError(t, err)
 				if moved := now.Add(left); !moved.Equal(w.slot) {
 					w.slot, w.moved = moved, true
+					w.wake = moved.Add(lateness())
 				}
 			}
 			heap.Init(waiting)
@@ -178,14 +198,19 @@ func TestPropertyWindow(t *testing.T) {
 		{"plain", simConfig{arrivals: 100_000, seed: 1}},
 		{"cooldowns", simConfig{arrivals: 100_000, cooldowns: true, seed: 2}},
 		{"cancellations and cooldowns", simConfig{arrivals: 100_000, cooldowns: true, cancel: true, seed: 3}},
+		{"jitter, cancellations and cooldowns", simConfig{arrivals: 100_000, cooldowns: true, cancel: true, jitter: 300 * time.Millisecond, seed: 7}},
+		// Waiters that wake late send late: the window holds on the instants
+		// requests really leave.
+		{"late waiters, jitter, cancellations and cooldowns", simConfig{arrivals: 100_000, cooldowns: true, cancel: true,
+			jitter: 50 * time.Millisecond, late: 20 * time.Millisecond, seed: 8}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.cfg.policy = store.Policy{Strategy: store.Window, Limit: 50, Timespan: time.Second}
 			reqs, ends := simulate(t, tc.cfg)
 			sorted := sends(reqs)
 			checkNoWindowOver(t, sorted, tc.cfg.policy.Limit, tc.cfg.policy.Timespan)
-			if tc.cfg.cancel {
-				return
+			if tc.cfg.cancel || tc.cfg.jitter > 0 || tc.cfg.late > 0 {
+				return // order and tightness are promised without them
 			}
 			checkArrivalOrder(t, reqs)
 			// No slot is left idle while requests wait: a deferred request was
