@@ -11,6 +11,7 @@ import (
 	"weak"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
@@ -38,11 +39,12 @@ type Limiter struct {
 type Option func(*options)
 
 type options struct {
-	store    store.Store
-	clock    clock.WithTicker
-	logger   logr.Logger
-	observer limiter.Observer
-	exempt   []func(*http.Request) bool
+	store     store.Store
+	clock     clock.WithTicker
+	logger    logr.Logger
+	observers observers
+	metrics   prometheus.Registerer
+	exempt    []func(*http.Request) bool
 }
 
 // WithStore keeps the budgets in s instead of a new in-memory store.
@@ -55,9 +57,10 @@ func WithClock(c clock.WithTicker) Option { return func(o *options) { o.clock = 
 // WithLogger sends the limiter's logs to log.
 func WithLogger(log logr.Logger) Option { return func(o *options) { o.logger = log } }
 
-// WithObserver tells o of every decision (see limiter.Observer).
+// WithObserver tells o of every decision (see limiter.Observer). It may be
+// given more than once.
 func WithObserver(o limiter.Observer) Option {
-	return func(opts *options) { opts.observer = o }
+	return func(opts *options) { opts.observers = append(opts.observers, o) }
 }
 
 // WithExemption exempts the requests f matches: they never wait and
@@ -89,6 +92,19 @@ func New(cfg Config, opts ...Option) (*Limiter, error) {
 		}
 		o.store = store.NewMemory(o.clock)
 	}
+	var m *metrics
+	if o.metrics != nil {
+		m = newMetrics()
+		o.observers = append(o.observers, m)
+	}
+	var observer limiter.Observer
+	switch len(o.observers) {
+	case 0:
+	case 1:
+		observer = o.observers[0]
+	default:
+		observer = o.observers
+	}
 	engine := limiter.New(o.store, limiter.Options{
 		Policy:   cfg.policy(),
 		MaxWait:  cfg.MaxWait,
@@ -96,9 +112,14 @@ func New(cfg Config, opts ...Option) (*Limiter, error) {
 		Adaptive: cfg.Adaptive,
 		Clock:    o.clock,
 		Logger:   o.logger,
-		Observer: o.observer,
+		Observer: observer,
 		Exempt:   o.exempt,
 	})
+	if m != nil {
+		if err := m.register(o.metrics, engine); err != nil {
+			return nil, fmt.Errorf("k8sratelimit: registering metrics: %w", err)
+		}
+	}
 	return &Limiter{cfg: cfg, engine: engine}, nil
 }
 

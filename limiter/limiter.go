@@ -223,3 +223,13 @@ var (
 	errClosed  = rlerrors.ErrClosed
 	errStopped = fmt.Errorf("k8sratelimit: rate limiter stopped: %w", rlerrors.ErrClosed)
 )
+
+// Budgets returns the budgets made so far.
+func (l *Limiter) Budgets() []*Budget {
+	var out []*Budget
+	l.budgets.Range(func(_, v any) bool {
+		out = append(out, v.(*Budget))
+		return true
+	})
+	return out
+}

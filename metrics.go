@@ -1,0 +1,138 @@
+package k8sratelimit
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/k8sratelimit/k8sratelimit/limiter"
+)
+
+// WithMetrics registers the limiter's Prometheus metrics on reg. Nothing
+// is registered anywhere else. Every metric is labelled by cluster — the
+// registered cluster name, else the normalised API server — so the number
+// of series grows with the number of clusters, never with owners, keys or
+// requests:
+//
+//	k8sratelimit_requests_total{cluster,outcome}   outcome: admitted, deferred, rejected, exempt
+//	k8sratelimit_wait_seconds{cluster}              histogram of the wait of every counted request sent
+//	k8sratelimit_server_throttles_total{cluster,code}  429s, and 503s with Retry-After, seen
+//	k8sratelimit_cooldown_seconds{cluster}          cooldown left, read from the store at scrape time
+//
+// New fails if the metrics cannot be registered (for example, twice on one
+// registry).
+func WithMetrics(reg prometheus.Registerer) Option {
+	return func(o *options) { o.metrics = reg }
+}
+
+// metrics is the limiter.Observer behind WithMetrics.
+type metrics struct {
+	requests  *prometheus.CounterVec
+	wait      *prometheus.HistogramVec
+	throttles *prometheus.CounterVec
+}
+
+func newMetrics() *metrics {
+	return &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "k8sratelimit_requests_total",
+			Help: "Requests to Kubernetes API servers by outcome: admitted at once, deferred (admitted after waiting), rejected (RateLimitExceededError), exempt (never counted).",
+		}, []string{"cluster", "outcome"}),
+		wait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "k8sratelimit_wait_seconds",
+			Help:    "Time counted requests waited for their slot before being sent (0 for those admitted at once).",
+			Buckets: []float64{0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300},
+		}, []string{"cluster"}),
+		throttles: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "k8sratelimit_server_throttles_total",
+			Help: "Throttling answers seen from API servers: 429, and 503 with Retry-After.",
+		}, []string{"cluster", "code"}),
+	}
+}
+
+// register registers the metrics, and the cooldown gauge read from
+// engine, on reg.
+func (m *metrics) register(reg prometheus.Registerer, engine *limiter.Limiter) error {
+	for _, c := range []prometheus.Collector{m.requests, m.wait, m.throttles, cooldownCollector{engine}} {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (m *metrics) Admitted(cluster, _ string, wait time.Duration, _ bool) {
+	outcome := "admitted"
+	if wait > 0 {
+		outcome = "deferred"
+	}
+	m.requests.WithLabelValues(cluster, outcome).Inc()
+	m.wait.WithLabelValues(cluster).Observe(wait.Seconds())
+}
+
+func (m *metrics) Rejected(cluster, _ string, _ time.Duration) {
+	m.requests.WithLabelValues(cluster, "rejected").Inc()
+}
+
+func (m *metrics) Exempt(cluster, _ string) {
+	m.requests.WithLabelValues(cluster, "exempt").Inc()
+}
+
+func (m *metrics) Throttled(cluster, _ string, code int, _ time.Duration) {
+	m.throttles.WithLabelValues(cluster, strconv.Itoa(code)).Inc()
+}
+
+// cooldownCollector reports the cooldown left on each budget at scrape
+// time, the largest per cluster name.
+type cooldownCollector struct{ engine *limiter.Limiter }
+
+var cooldownDesc = prometheus.NewDesc("k8sratelimit_cooldown_seconds",
+	"Cooldown left on the budget after a server's 429 (or 503 with Retry-After), 0 when none.",
+	[]string{"cluster"}, nil)
+
+func (c cooldownCollector) Describe(ch chan<- *prometheus.Desc) { ch <- cooldownDesc }
+
+func (c cooldownCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	left := make(map[string]time.Duration)
+	for _, b := range c.engine.Budgets() {
+		d, err := c.engine.Store().Cooldown(ctx, b.Key())
+		if err != nil {
+			continue
+		}
+		left[b.Cluster()] = max(left[b.Cluster()], d)
+	}
+	for cluster, d := range left {
+		ch <- prometheus.MustNewConstMetric(cooldownDesc, prometheus.GaugeValue, d.Seconds(), cluster)
+	}
+}
+
+// observers tells each of its observers of every decision.
+type observers []limiter.Observer
+
+func (os observers) Admitted(cluster, key string, wait time.Duration, cooldown bool) {
+	for _, o := range os {
+		o.Admitted(cluster, key, wait, cooldown)
+	}
+}
+
+func (os observers) Rejected(cluster, key string, retryAfter time.Duration) {
+	for _, o := range os {
+		o.Rejected(cluster, key, retryAfter)
+	}
+}
+
+func (os observers) Exempt(cluster, key string) {
+	for _, o := range os {
+		o.Exempt(cluster, key)
+	}
+}
+
+func (os observers) Throttled(cluster, key string, code int, cooldown time.Duration) {
+	for _, o := range os {
+		o.Throttled(cluster, key, code, cooldown)
+	}
+}

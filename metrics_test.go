@@ -1,0 +1,137 @@
+package k8sratelimit_test
+
+import (
+	"context"
+	"maps"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/k8sratelimit/k8sratelimit"
+	"github.com/k8sratelimit/k8sratelimit/internal/apisim"
+)
+
+// The metrics count what real traffic did, labelled by cluster name.
+func TestMetricsAfterRealTraffic(t *testing.T) {
+	srv := apisim.New()
+	defer srv.Close()
+
+	reg := prometheus.NewRegistry()
+	cfg := k8sratelimit.DefaultConfig()
+	cfg.Limit, cfg.Timespan = 2, 300*time.Millisecond
+	wait := time.Second
+	cfg.MaxWait = &wait
+	l, err := k8sratelimit.New(cfg, k8sratelimit.WithMetrics(reg))
+	require.NoError(t, err)
+	defer l.Close()
+
+	rc := &rest.Config{Host: srv.URL}
+	require.NoError(t, l.ConfigureCluster("prod", rc))
+	cs, err := kubernetes.NewForConfig(rc)
+	require.NoError(t, err)
+	ctx := context.Background()
+	list := func(ctx context.Context) error {
+		_, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+		return err
+	}
+
+	// Two admitted at once, one deferred, one refused at once.
+	require.NoError(t, list(ctx))
+	require.NoError(t, list(ctx))
+	require.NoError(t, list(ctx))
+	require.Error(t, list(k8sratelimit.WithMaxWait(ctx, 0)))
+	// One exempt: a lease.
+	_, err = cs.CoordinationV1().Leases("kube-system").Get(ctx, "leader", metav1.GetOptions{})
+	require.NoError(t, err)
+	// A 429 with Retry-After: 30 from the server, answered to the exempt lease.
+	srv.SetThrottle(func(*http.Request) (int, http.Header) {
+		return http.StatusTooManyRequests, http.Header{"Retry-After": {"30"}}
+	})
+	rl := cs.CoordinationV1().RESTClient()
+	_ = rl.Get().AbsPath("/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/leader").MaxRetries(0).Do(ctx).Error()
+	srv.SetThrottle(nil)
+
+	requests := func(outcome string) float64 {
+		return counterValue(t, reg, "k8sratelimit_requests_total", map[string]string{"cluster": "prod", "outcome": outcome})
+	}
+	assert.Equal(t, 2.0, requests("admitted"))
+	assert.Equal(t, 1.0, requests("deferred"))
+	assert.Equal(t, 1.0, requests("rejected"))
+	assert.Equal(t, 2.0, requests("exempt"))
+
+	err = testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP k8sratelimit_server_throttles_total Throttling answers seen from API servers: 429, and 503 with Retry-After.
+# TYPE k8sratelimit_server_throttles_total counter
+k8sratelimit_server_throttles_total{cluster="prod",code="429"} 1
+`), "k8sratelimit_server_throttles_total")
+	assert.NoError(t, err)
+
+	// The histogram has one observation per request sent, the deferred one
+	// above 100ms.
+	n, err := testutil.GatherAndCount(reg, "k8sratelimit_wait_seconds")
+	require.NoError(t, err)
+	assert.Equal(t, 1, n, "one series: cluster prod")
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		switch mf.GetName() {
+		case "k8sratelimit_wait_seconds":
+			h := mf.GetMetric()[0].GetHistogram()
+			assert.Equal(t, uint64(3), h.GetSampleCount())
+			assert.Greater(t, h.GetSampleSum(), 0.1)
+		case "k8sratelimit_cooldown_seconds":
+			m := mf.GetMetric()[0]
+			assert.Equal(t, "prod", m.GetLabel()[0].GetValue())
+			assert.InDelta(t, 30, m.GetGauge().GetValue(), 2, "the cooldown left, read at scrape time")
+		}
+	}
+}
+
+func TestMetricsRegisterOnlyOnTheGivenRegistry(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	_, err := k8sratelimit.New(k8sratelimit.DefaultConfig(), k8sratelimit.WithMetrics(reg))
+	require.NoError(t, err)
+	_, err = k8sratelimit.New(k8sratelimit.DefaultConfig(), k8sratelimit.WithMetrics(reg))
+	assert.ErrorContains(t, err, "registering metrics", "twice on one registry is an error, not a panic")
+
+	// Without WithMetrics nothing is registered on the default registry.
+	before, err := prometheus.DefaultGatherer.Gather()
+	require.NoError(t, err)
+	_, err = k8sratelimit.New(k8sratelimit.DefaultConfig())
+	require.NoError(t, err)
+	after, err := prometheus.DefaultGatherer.Gather()
+	require.NoError(t, err)
+	assert.Equal(t, len(before), len(after))
+}
+
+// counterValue returns the value of the counter name with exactly labels
+// in reg, or 0 when there is none.
+func counterValue(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			got := make(map[string]string)
+			for _, lp := range m.GetLabel() {
+				got[lp.GetName()] = lp.GetValue()
+			}
+			if maps.Equal(got, labels) {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
