@@ -39,6 +39,7 @@ type stats struct {
 	atOnce, deferred         atomic.Int64
 	rejected                 atomic.Int64 // RateLimitExceededError
 	waiting                  atomic.Int64 // calls in progress
+	throttled                atomic.Int64 // 429s (and 503s with Retry-After) seen
 
 	mu    sync.Mutex
 	waits []time.Duration // of deferred requests
@@ -56,7 +57,7 @@ func (s *stats) Admitted(_, _ string, wait time.Duration, _ bool) {
 }
 func (s *stats) Rejected(string, string, time.Duration)       {}
 func (s *stats) Exempt(string, string)                        {}
-func (s *stats) Throttled(string, string, int, time.Duration) {}
+func (s *stats) Throttled(string, string, int, time.Duration) { s.throttled.Add(1) }
 
 // sendRecorder records the instant each request leaves for the server. It
 // is the innermost transport, so it sees requests after every client-side

@@ -4,6 +4,7 @@
 // Usage:
 //
 //	kube-ratelimit demo [-workers N] [-duration D] [-limit N] [-timespan D] [-compare]
+//	kube-ratelimit load -kubeconfig F [-context C] [-workers N] [-duration D]
 //	kube-ratelimit config
 //
 // demo starts an in-process API server simulation that enforces its own
@@ -11,7 +12,8 @@
 // drives it with many workers through the limiter configured from the
 // environment, shows progress, and ends with a table of what happened;
 // -compare runs the same load with client-go's default limiter and with no
-// limiter, side by side. config loads the KUBERNETES_RATELIMIT*
+// limiter, side by side. load runs the same kind of load, read-only (namespace
+// lists and /version), against a real cluster. config loads the KUBERNETES_RATELIMIT*
 // environment strictly and prints the effective settings.
 //
 // config exits with status 2 when the configuration is invalid, printing
@@ -33,6 +35,7 @@ const usage = `usage: kube-ratelimit <command>
 
 commands:
   demo     run a load against a simulated API server through the limiter (-compare: also without it)
+  load     run a read-only load against a real cluster (-kubeconfig F [-context C]) through the limiter
   config   load the KUBERNETES_RATELIMIT* environment strictly and print the effective settings
 `
 
@@ -50,6 +53,8 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "demo":
 		return demoCmd(args[1:], environ, stdout, stderr)
+	case "load":
+		return loadCmd(args[1:], environ, stdout, stderr)
 	case "config":
 		return configCmd(args[1:], environ, stdout, stderr)
 	case "help", "-h", "-help", "--help":

@@ -50,7 +50,12 @@ func writeReport(w io.Writer, results []demoResult, limit int, timespan time.Dur
 	row("429s received", func(r demoResult) string { return strconv.Itoa(r.throttled) })
 	row("rejected by max wait", limitedOnly(func(r demoResult) string { return itoa(r.stats.rejected.Load()) }))
 	row(fmt.Sprintf("most sent in any %v* (budget %d)", timespan, limit), func(r demoResult) string { return strconv.Itoa(r.maxSent) })
-	row(fmt.Sprintf("most received by the server in any %v**", timespan), func(r demoResult) string { return strconv.Itoa(r.maxWindow) })
+	row(fmt.Sprintf("most received by the server in any %v**", timespan), func(r demoResult) string {
+		if r.maxWindow < 0 {
+			return "-" // a real server does not tell
+		}
+		return strconv.Itoa(r.maxWindow)
+	})
 	tw.Flush()
 	fmt.Fprintln(w, `
 *  when the client side let each request go: k8sratelimit's decision; otherwise the request entering the transport.

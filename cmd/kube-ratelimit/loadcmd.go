@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/k8sratelimit/k8sratelimit"
+	"github.com/k8sratelimit/k8sratelimit/store"
+)
+
+// loadOptions are the load command's flags.
+type loadOptions struct {
+	kubeconfig string
+	context    string
+	workers    int
+	duration   time.Duration
+}
+
+func parseLoadFlags(args []string, stderr io.Writer) (loadOptions, error) {
+	var o loadOptions
+	fs := flag.NewFlagSet("kube-ratelimit load", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file of the cluster to load (required)")
+	fs.StringVar(&o.context, "context", "", "kubeconfig context (default: the current one)")
+	fs.IntVar(&o.workers, "workers", 10, "concurrent workers, each with its own clientset")
+	fs.DurationVar(&o.duration, "duration", 10*time.Second, "how long the load lasts")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	case o.kubeconfig == "":
+		return o, fmt.Errorf("-kubeconfig is required")
+	case o.workers < 1:
+		return o, fmt.Errorf("-workers must be at least 1, not %d", o.workers)
+	case o.duration <= 0:
+		return o, fmt.Errorf("-duration must be positive, not %v", o.duration)
+	}
+	return o, nil
+}
+
+// namespacesAndVersion returns the load's call: read-only, alternating a
+// namespace list and /version.
+func namespacesAndVersion() func(ctx context.Context, cs kubernetes.Interface) error {
+	var n atomic.Int64
+	return func(ctx context.Context, cs kubernetes.Interface) error {
+		if n.Add(1)%2 == 0 {
+			_, err := cs.Discovery().ServerVersion()
+			return err
+		}
+		_, err := cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{Limit: 50})
+		return err
+	}
+}
+
+// loadCmd runs the demo's load against a real cluster, read-only, through
+// the limiter configured from the environment, and prints the same table.
+func loadCmd(args, environ []string, stdout, stderr io.Writer) int {
+	o, err := parseLoadFlags(args, stderr)
+	if err != nil {
+		if err != flag.ErrHelp {
+			fmt.Fprintf(stderr, "kube-ratelimit load: %v\n", err)
+		}
+		return 2
+	}
+	cfg, err := k8sratelimit.LoadConfig(environ)
+	if err != nil {
+		fmt.Fprintf(stderr, "kube-ratelimit: %v\n", err)
+		return 2
+	}
+	rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+		&clientcmd.ClientConfigLoadingRules{ExplicitPath: o.kubeconfig},
+		&clientcmd.ConfigOverrides{CurrentContext: o.context},
+	).ClientConfig()
+	if err != nil {
+		fmt.Fprintf(stderr, "kube-ratelimit load: %v\n", err)
+		return 2
+	}
+
+	st := &stats{}
+	rec := &sendRecorder{}
+	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { rec.next = rt; return rec })
+	released := &releaseRecorder{Store: store.NewMemory(nil)}
+	opts := []k8sratelimit.Option{k8sratelimit.WithObserver(st)}
+	if cfg.Store == k8sratelimit.StoreMemory {
+		opts = append(opts, k8sratelimit.WithStore(released))
+	}
+	l, err := k8sratelimit.New(cfg, opts...)
+	if err != nil {
+		fmt.Fprintf(stderr, "kube-ratelimit load: %v\n", err)
+		return 1
+	}
+	defer l.Close()
+	if err := l.Configure(rc); err != nil {
+		fmt.Fprintf(stderr, "kube-ratelimit load: %v\n", err)
+		return 1
+	}
+
+	fmt.Fprintf(stdout, "Load: %d workers, each with its own clientset, listing namespaces and reading /version of %s for %v.\n",
+		o.workers, rc.Host, o.duration)
+	fmt.Fprintf(stdout, "Budget: %d requests per %v (%s strategy, max wait %s).\n\n", cfg.Limit, cfg.Timespan, cfg.Strategy, maxWaitText(cfg))
+	p := newProgress(stdout, "k8sratelimit", o.duration)
+	err = runLoad(context.Background(), rc, loadSpec{workers: o.workers, duration: o.duration, call: namespacesAndVersion()}, st,
+		func(elapsed time.Duration) {
+			p.update(elapsed, st.calls.Load(), st.throttled.Load(), st.waiting.Load())
+		}, p.interval())
+	p.done()
+	if err != nil {
+		fmt.Fprintf(stderr, "kube-ratelimit load: %v\n", err)
+		return 1
+	}
+	r := demoResult{
+		name:       "k8sratelimit",
+		limited:    true,
+		stats:      st,
+		serverSeen: len(rec.at),
+		throttled:  int(st.throttled.Load()),
+		maxSent:    released.mostInWindow(cfg.Timespan),
+		maxWindow:  -1,
+	}
+	fmt.Fprintln(stdout)
+	writeReport(stdout, []demoResult{r}, cfg.Limit, cfg.Timespan)
+	return 0
+}
