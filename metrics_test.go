@@ -44,11 +44,12 @@ func TestMetricsAfterRealTraffic(t *testing.T) {
 		return err
 	}
 
-	// Two admitted at once, one deferred, one refused at once.
-	require.NoError(t, list(ctx))
+	// Two admitted at once, one refused at once (the next slot is 300ms
+	// away), one deferred.
 	require.NoError(t, list(ctx))
 	require.NoError(t, list(ctx))
 	require.Error(t, list(k8sratelimit.WithMaxWait(ctx, 0)))
+	require.NoError(t, list(ctx))
 	// One exempt: a lease.
 	_, err = cs.CoordinationV1().Leases("kube-system").Get(ctx, "leader", metav1.GetOptions{})
 	require.NoError(t, err)
