@@ -88,15 +88,14 @@ func (b *Budget) wait(ctx context.Context, stop <-chan struct{}) error {
 type waitLimits struct {
 	start      time.Time     // read when needed: for a deadline, or on deferral
 	limit      time.Duration // the tighter of max wait and deadline
-	maxWait    time.Duration // the max wait in force (meaningful when hasMax)
-	hasMax     bool
-	byDeadline bool // the context's deadline is the tighter limit
+	maxWait    time.Duration // the max wait in force, 0 when there is none
+	byDeadline bool          // the context's deadline is the tighter limit
 }
 
 func (b *Budget) limits(ctx context.Context) waitLimits {
 	w := waitLimits{limit: store.NoMaxWait}
 	if d, ok := b.l.maxWaitFor(ctx); ok {
-		w.maxWait, w.hasMax, w.limit = d, true, d
+		w.maxWait, w.limit = d, d
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		w.start = b.l.clock.Now()
@@ -136,22 +135,21 @@ func (b *Budget) sleep(ctx context.Context, stop <-chan struct{}, res store.Rese
 	for {
 		moved := b.movedSignal()
 		timer := l.clock.NewTimer(wait)
+		var quit error
 		select {
 		case <-timer.C():
 		case <-moved:
-			timer.Stop()
 		case <-ctx.Done():
-			timer.Stop()
-			b.release(ctx, res.ID)
-			return ctx.Err()
+			quit = ctx.Err()
 		case <-stop:
-			timer.Stop()
-			b.release(ctx, res.ID)
-			return errStopped
+			quit = errStopped
 		case <-l.done:
-			timer.Stop()
+			quit = errClosed
+		}
+		timer.Stop()
+		if quit != nil {
 			b.release(ctx, res.ID)
-			return errClosed
+			return quit
 		}
 		left, err := l.store.Confirm(ctx, b.key, res.ID)
 		if errors.Is(err, store.ErrUnknownReservation) && l.isClosed() {

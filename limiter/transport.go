@@ -41,16 +41,9 @@ func (b *Budget) Wrap(next http.RoundTripper) *Transport {
 // RoundTrip implements http.RoundTripper.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	b := t.budget
-	l := b.l
-	if l.isExempt(req) {
-		l.observer.Exempt(b.Cluster(), b.key)
-		resp, err := t.next.RoundTrip(req)
-		if err == nil {
-			t.observe(req, resp) // the server throttles this client all the same
-		}
-		return resp, err
-	}
-	if err := b.Wait(req.Context()); err != nil {
+	if b.l.isExempt(req) {
+		b.l.observer.Exempt(b.Cluster(), b.key)
+	} else if err := b.Wait(req.Context()); err != nil {
 		if req.Body != nil {
 			req.Body.Close()
 		}
@@ -58,6 +51,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	resp, err := t.next.RoundTrip(req)
 	if err == nil {
+		// Also for an exempt request: the server throttles this client all
+		// the same.
 		t.observe(req, resp)
 	}
 	return resp, err

@@ -2,6 +2,9 @@ package store
 
 import (
 	"context"
+	"iter"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -192,17 +195,8 @@ func (b *budget) cooldownLocked(now, until int64) {
 	b.cd = until
 	var delta int64
 	if b.strategy == Linear {
-		earliest := int64(-1)
-		for _, at := range b.pending {
-			if at > now && (earliest < 0 || at < earliest) {
-				earliest = at
-			}
-		}
-		for _, at := range b.linear.freed {
-			if at > now && (earliest < 0 || at < earliest) {
-				earliest = at
-			}
-		}
+		earliest := earliestAfter(now, -1, maps.Values(b.pending))
+		earliest = earliestAfter(now, earliest, slices.Values(b.linear.freed))
 		if earliest < 0 || earliest >= until {
 			return
 		}
@@ -219,6 +213,17 @@ func (b *budget) cooldownLocked(now, until int64) {
 			b.pending[id] = at + delta
 		}
 	}
+}
+
+// earliestAfter returns the earliest of earliest (-1: none) and the
+// instants of ats after now.
+func earliestAfter(now, earliest int64, ats iter.Seq[int64]) int64 {
+	for at := range ats {
+		if at > now && (earliest < 0 || at < earliest) {
+			earliest = at
+		}
+	}
+	return earliest
 }
 
 // Cooldown implements Store.
