@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"runtime"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/k8sratelimit/k8sratelimit/cluster"
+	rlerrors "github.com/k8sratelimit/k8sratelimit/errors"
 	"github.com/k8sratelimit/k8sratelimit/limiter"
 	"github.com/k8sratelimit/k8sratelimit/store"
 )
@@ -28,6 +30,9 @@ import (
 type Limiter struct {
 	cfg    Config
 	engine *limiter.Limiter // nil when disabled
+
+	store      io.Closer // the store New made, if it must be closed
+	closeStore sync.Once
 
 	// configured holds the rest.Configs Configure has wrapped, weakly, so
 	// that configuring one twice wraps it once even when a wrapper that
@@ -86,16 +91,19 @@ func New(cfg Config, opts ...Option) (*Limiter, error) {
 	if o.clock == nil {
 		o.clock = clock.RealClock{}
 	}
-	if o.store == nil {
-		if cfg.Store != StoreMemory {
-			return nil, fmt.Errorf("k8sratelimit: store %q: pass its store.Store with WithStore", cfg.Store)
-		}
-		o.store = store.NewMemory(o.clock)
-	}
 	var m *metrics
 	if o.metrics != nil {
 		m = newMetrics()
 		o.observers = append(o.observers, m)
+	}
+	var owned io.Closer // a store New made, closed by Close
+	if o.store == nil {
+		s, err := newStore(cfg, o, m)
+		if err != nil {
+			return nil, err
+		}
+		o.store = s
+		owned, _ = s.(io.Closer)
 	}
 	var observer limiter.Observer
 	switch len(o.observers) {
@@ -117,10 +125,29 @@ func New(cfg Config, opts ...Option) (*Limiter, error) {
 	})
 	if m != nil {
 		if err := m.register(o.metrics, engine); err != nil {
+			if owned != nil {
+				_ = owned.Close()
+			}
 			return nil, fmt.Errorf("k8sratelimit: registering metrics: %w", err)
 		}
 	}
-	return &Limiter{cfg: cfg, engine: engine}, nil
+	return &Limiter{cfg: cfg, engine: engine, store: owned}, nil
+}
+
+// newStore makes the store cfg names: in memory, or Redis from its URL.
+func newStore(cfg Config, o options, m *metrics) (store.Store, error) {
+	if cfg.Store != StoreRedis {
+		return store.NewMemory(o.clock), nil
+	}
+	opts := store.RedisOptions{Failure: store.FailurePolicy(cfg.StoreFailure), Logger: o.logger}
+	if m != nil {
+		opts.OnEvent = m.storeEvent
+	}
+	s, err := store.NewRedisFromURL(cfg.RedisURL, opts)
+	if err != nil {
+		return nil, &rlerrors.InvalidConfigurationError{Key: EnvRedisURL, Value: RedactRedisURL(cfg.RedisURL), Reason: err.Error()}
+	}
+	return s, nil
 }
 
 // policy returns the store policy of the configuration.
@@ -236,7 +263,11 @@ func (l *Limiter) Close() error {
 	if l.engine == nil {
 		return nil
 	}
-	return l.engine.Close()
+	err := l.engine.Close()
+	if l.store != nil {
+		l.closeStore.Do(func() { err = errors.Join(err, l.store.Close()) })
+	}
+	return err
 }
 
 // wrapsEngine reports whether rt, or a transport it wraps, is a Transport

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/k8sratelimit/k8sratelimit/limiter"
+	"github.com/k8sratelimit/k8sratelimit/store"
 )
 
 // WithMetrics registers the limiter's Prometheus metrics on reg. Nothing
@@ -20,6 +21,13 @@ import (
 //	k8sratelimit_wait_seconds{cluster}              histogram of the wait of every counted request sent
 //	k8sratelimit_server_throttles_total{cluster,code}  429s, and 503s with Retry-After, seen
 //	k8sratelimit_cooldown_seconds{cluster}          cooldown left, read from the store at scrape time
+//	k8sratelimit_store_errors_total                 failed calls to a shared store
+//	k8sratelimit_store_outages_total                outages of a shared store (each starts the failure policy)
+//	k8sratelimit_store_available                    1 while the shared store answers, 0 during an outage
+//	k8sratelimit_store_fallbacks_total{policy}      requests decided by the failure policy (local, open, closed)
+//
+// The store metrics count a store New built from the configuration (a
+// store passed with WithStore reports through its own options).
 //
 // New fails if the metrics cannot be registered (for example, twice on one
 // registry).
@@ -32,6 +40,11 @@ type metrics struct {
 	requests  *prometheus.CounterVec
 	wait      *prometheus.HistogramVec
 	throttles *prometheus.CounterVec
+
+	storeErrors    prometheus.Counter
+	storeOutages   prometheus.Counter
+	storeAvailable prometheus.Gauge
+	storeFallbacks *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -49,13 +62,49 @@ func newMetrics() *metrics {
 			Name: "k8sratelimit_server_throttles_total",
 			Help: "Throttling answers seen from API servers: 429, and 503 with Retry-After.",
 		}, []string{"cluster", "code"}),
+		storeErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "k8sratelimit_store_errors_total",
+			Help: "Failed calls to the shared store (Redis), timeouts included.",
+		}),
+		storeOutages: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "k8sratelimit_store_outages_total",
+			Help: "Outages of the shared store: times it stopped answering and the failure policy took over.",
+		}),
+		storeAvailable: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "k8sratelimit_store_available",
+			Help: "1 while the shared store answers, 0 during an outage.",
+		}),
+		storeFallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "k8sratelimit_store_fallbacks_total",
+			Help: "Requests decided by the store failure policy during an outage: local, open or closed.",
+		}, []string{"policy"}),
+	}
+}
+
+// storeEvent counts a shared store's event.
+func (m *metrics) storeEvent(e store.Event) {
+	switch e.Type {
+	case store.EventError:
+		m.storeErrors.Inc()
+	case store.EventDown:
+		m.storeOutages.Inc()
+		m.storeAvailable.Set(0)
+	case store.EventUp:
+		m.storeAvailable.Set(1)
+	case store.EventFallback:
+		m.storeFallbacks.WithLabelValues(string(e.Policy)).Inc()
 	}
 }
 
 // register registers the metrics, and the cooldown gauge read from
 // engine, on reg.
 func (m *metrics) register(reg prometheus.Registerer, engine *limiter.Limiter) error {
-	for _, c := range []prometheus.Collector{m.requests, m.wait, m.throttles, cooldownCollector{engine}} {
+	collectors := []prometheus.Collector{m.requests, m.wait, m.throttles, cooldownCollector{engine}}
+	if _, shared := engine.Store().(*store.Redis); shared {
+		m.storeAvailable.Set(1)
+		collectors = append(collectors, m.storeErrors, m.storeOutages, m.storeAvailable, m.storeFallbacks)
+	}
+	for _, c := range collectors {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

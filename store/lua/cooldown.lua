@@ -1,0 +1,25 @@
+-- Extend the budget's cooldown to now + ARGV[5] (µs) and move every
+-- outstanding reservation later by the same amount, so that the earliest
+-- starts no sooner than its end. ARGV[6] span (µs). Returns {µs left,
+-- µs every reservation moved}.
+local until_, span = now + tonumber(ARGV[5]), tonumber(ARGV[6])
+presence()
+local cd = hnum('cd')
+if until_ <= cd then return {cd - now, 0} end
+redis.call('HSET', M, 'cd', until_)
+local ahead = redis.call('ZRANGEBYSCORE', W, '(' .. num(now), '+inf', 'WITHSCORES')
+local freed = redis.call('ZRANGEBYSCORE', F, '(' .. num(now), '+inf', 'WITHSCORES')
+local earliest, delta = nil, 0
+if #ahead > 0 then earliest = tonumber(ahead[2]) end
+if #freed > 0 and (not earliest or tonumber(freed[2]) < earliest) then earliest = tonumber(freed[2]) end
+if earliest and earliest < until_ then
+  delta = until_ - earliest
+  for i = 1, #ahead, 2 do redis.call('ZADD', W, tonumber(ahead[i + 1]) + delta, ahead[i]) end
+  for i = 1, #freed, 2 do redis.call('ZADD', F, tonumber(freed[i + 1]) + delta, freed[i]) end
+  for _, f in ipairs({'last', 'tat'}) do
+    local v = hnum(f)
+    if v > now then redis.call('HSET', M, f, v + delta) end
+  end
+end
+expire(span)
+return {until_ - now, delta}

@@ -1,0 +1,501 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/redis/go-redis/v9"
+)
+
+// FailurePolicy is what a shared store does while its server cannot be
+// reached or answers too slowly.
+type FailurePolicy string
+
+const (
+	// FailLocal falls back to an in-process budget with this process's
+	// share of the limit: the limit divided by the number of processes last
+	// seen sharing the budget.
+	FailLocal FailurePolicy = "local"
+	// FailOpen admits every request.
+	FailOpen FailurePolicy = "open"
+	// FailClosed fails every counted request with an error that wraps the
+	// store's.
+	FailClosed FailurePolicy = "closed"
+)
+
+// RedisOptions tunes a Redis store. The zero value takes the defaults.
+type RedisOptions struct {
+	// Timeout bounds every call to Redis. Default 500ms. The client should
+	// honour context deadlines (go-redis: ContextTimeoutEnabled), as the
+	// clients NewRedisFromURL builds do.
+	Timeout time.Duration
+	// Failure is the policy while Redis is down. Default FailLocal.
+	Failure FailurePolicy
+	// Presence is how often this process refreshes its presence on each
+	// budget it uses. A process that misses 1.5 intervals is gone: its
+	// reservations still ahead stop counting. Default 2s.
+	Presence time.Duration
+	// Logger receives the store's logs: outage transitions (once each) and
+	// warnings about the server. Default: discard.
+	Logger logr.Logger
+	// OnEvent, when set, is told of store errors and outage transitions,
+	// for metrics. It must return quickly.
+	OnEvent func(Event)
+}
+
+// EventType tells what a store Event reports.
+type EventType string
+
+const (
+	// EventError is a failed store call.
+	EventError EventType = "error"
+	// EventDown is the start of an outage: the failure policy applies.
+	EventDown EventType = "down"
+	// EventUp is the end of an outage: the shared store is used again.
+	EventUp EventType = "up"
+	// EventFallback is a request decided by the failure policy instead of
+	// the shared store.
+	EventFallback EventType = "fallback"
+)
+
+// Event is something a shared store reports for metrics.
+type Event struct {
+	Type EventType
+	// Policy is the failure policy in force (for EventDown and
+	// EventFallback).
+	Policy FailurePolicy
+	// Err is the store's error (for EventError and EventDown).
+	Err error
+}
+
+// Redis is a Store that keeps budgets in Redis, shared by every process
+// that uses the same budget keys (the same owner and API server).
+//
+// Each decision is one atomic Lua script on the Redis server, on the
+// server's clock, so processes whose clocks disagree still share one exact
+// window. All keys of a budget share one Cluster slot and expire by
+// themselves. Processes sharing a budget announce their presence; the
+// reservations of a process that disappears stop counting once its
+// presence expires. A process records reservations at most one timespan
+// ahead in Redis: requests beyond that wait in-process, in arrival order,
+// until their turn comes within reach.
+//
+// While Redis cannot be reached, the FailurePolicy decides, and Redis is
+// probed in the background about once a second until it answers.
+//
+// Redis 7 or later (or Valkey) with maxmemory-policy noeviction is
+// required: an evicted budget is a silent reset.
+type Redis struct {
+	client redis.UniversalClient
+	opts   RedisOptions
+	log    logr.Logger
+	proc   string // this process's name in the budgets it shares
+	ttl    time.Duration
+	epoch  time.Time
+
+	seq     atomic.Uint64
+	offset  atomic.Int64 // µs added to the server's time; tests only
+	skew    atomic.Int64 // µs from localµs to the server's time
+	budgets sync.Map     // string -> *redisBudget
+
+	down      atomic.Bool
+	lastErr   atomic.Pointer[error]
+	fallback  *Memory
+	ownClient bool
+
+	closeOnce sync.Once
+	done      chan struct{}
+	wg        sync.WaitGroup
+}
+
+var _ Store = (*Redis)(nil)
+
+// fallbackID tags the IDs of reservations the fallback store made.
+const fallbackID = uint64(1) << 63
+
+// NewRedis returns a store that keeps its budgets in Redis through client
+// (standalone, Sentinel or Cluster). It starts a goroutine that refreshes
+// this process's presence; Close stops it and releases this process's
+// reservations.
+func NewRedis(client redis.UniversalClient, opts RedisOptions) *Redis {
+	if opts.Timeout <= 0 {
+		opts.Timeout = 500 * time.Millisecond
+	}
+	if opts.Failure == "" {
+		opts.Failure = FailLocal
+	}
+	if opts.Presence <= 0 {
+		opts.Presence = 2 * time.Second
+	}
+	log := opts.Logger
+	if log.GetSink() == nil {
+		log = logr.Discard()
+	}
+	s := &Redis{
+		client:   client,
+		opts:     opts,
+		log:      log.WithName("redis-store"),
+		proc:     processName(),
+		ttl:      opts.Presence * 3 / 2,
+		epoch:    time.Now(),
+		fallback: NewMemory(nil),
+		done:     make(chan struct{}),
+	}
+	s.wg.Add(2)
+	go s.refreshPresence()
+	go s.checkServer()
+	return s
+}
+
+// NewRedisFromURL returns a store on a client built from a redis:// or
+// rediss:// (TLS) URL, with timeouts that make every call honour the
+// store's Timeout. A URL with addr= query parameters names the nodes of a
+// Redis Cluster. Close closes the client too.
+func NewRedisFromURL(rawURL string, opts RedisOptions) (*Redis, error) {
+	client, err := clientFromURL(rawURL, opts.Timeout)
+	if err != nil {
+		return nil, err
+	}
+	s := NewRedis(client, opts)
+	s.ownClient = true
+	return s, nil
+}
+
+// processName returns a random name for this process in shared budgets.
+func processName() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Process returns this process's name in the budgets it shares.
+func (s *Redis) Process() string { return s.proc }
+
+// Down reports whether the store is in an outage, deciding by its failure
+// policy.
+func (s *Redis) Down() bool { return s.down.Load() }
+
+// localµs returns the time elapsed since the store was made, on the local
+// monotonic clock, plus the test offset, in µs.
+func (s *Redis) localµs() int64 {
+	return int64(time.Since(s.epoch)/time.Microsecond) + s.offset.Load()
+}
+
+// serverµs estimates the Redis server's time now, from the last decision
+// it made. It serves in-process waiting only, never admission decisions.
+func (s *Redis) serverµs() int64 { return s.localµs() + s.skew.Load() }
+
+// Advance moves the store's view of the Redis server's clock forward by d.
+// It is for tests that cannot wait for real time to pass.
+func (s *Redis) Advance(d time.Duration) { s.offset.Add(int64(d / time.Microsecond)) }
+
+// Now returns the store's time as a duration since it was made, on the
+// local clock moved by Advance: for tests that turn waits into instants.
+func (s *Redis) Now() time.Duration { return time.Duration(s.localµs()) * time.Microsecond }
+
+// redisBudget is this process's view of one budget.
+type redisBudget struct {
+	key  string
+	keys []string
+
+	procs    atomic.Int64 // processes last seen sharing it
+	lastUsed atomic.Int64 // localµs of the last Reserve
+
+	mu          sync.Mutex
+	policy      Policy
+	held        []*heldRequest          // waiting in-process, in arrival order
+	heldByID    map[uint64]*heldRequest // the same, by ID
+	outstanding map[uint64]struct{}     // deferred reservations recorded in Redis
+	timer       *time.Timer             // promotes the first held request
+}
+
+func (s *Redis) budget(key string) *redisBudget {
+	if v, ok := s.budgets.Load(key); ok {
+		return v.(*redisBudget)
+	}
+	b := &redisBudget{key: key, keys: redisKeys(key), heldByID: map[uint64]*heldRequest{}, outstanding: map[uint64]struct{}{}}
+	b.procs.Store(1)
+	v, _ := s.budgets.LoadOrStore(key, b)
+	return v.(*redisBudget)
+}
+
+func (s *Redis) existing(key string) (*redisBudget, bool) {
+	v, ok := s.budgets.Load(key)
+	if !ok {
+		return nil, false
+	}
+	return v.(*redisBudget), true
+}
+
+func (s *Redis) member(id uint64) string { return s.proc + ":" + strconv.FormatUint(id, 36) }
+
+// µs converts a duration to whole microseconds, at least 1 when positive.
+func µs(d time.Duration) int64 {
+	if d > 0 && d < time.Microsecond {
+		return 1
+	}
+	return int64(d / time.Microsecond)
+}
+
+// args returns the script arguments every script starts with.
+func (s *Redis) args(p Policy, extra ...any) []any {
+	windowed := "0"
+	if p.Strategy != Linear {
+		windowed = "1"
+	}
+	return append([]any{s.offset.Load(), s.proc, µs(s.ttl), windowed}, extra...)
+}
+
+// call runs a script with the store's timeout.
+func (s *Redis) call(ctx context.Context, sc *redis.Script, b *redisBudget, args []any) (any, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	defer cancel()
+	return sc.Run(ctx, s.client, b.keys, args...).Result()
+}
+
+// reply is a reserve script's answer.
+type reply struct {
+	status  int64 // refused, recorded or toHold
+	wait    time.Duration
+	cooling bool
+	now     int64 // the server's time of the decision, µs
+	mark    int64 // window: the slot before jitter; linear: the theoretical arrival time after it; µs
+}
+
+const (
+	refused  = 0
+	recorded = 1
+	toHold   = 2
+)
+
+// reserve runs the reserve script of p's strategy for member id, queued
+// after the requests held in-process (held). ahead bounds how far a
+// reservation may be recorded.
+func (s *Redis) reserve(ctx context.Context, b *redisBudget, p Policy, r Request, id uint64, held []*heldRequest, ahead time.Duration) (reply, error) {
+	limit := max(p.Limit, 1)
+	span := max(p.Timespan, time.Microsecond)
+	args := s.args(p, limit, µs(span), µs(r.MaxWait), µs(r.Jitter), s.member(id), len(held), µs(ahead))
+	sc := scriptReserveWindow
+	if p.Strategy == Linear {
+		interval := max(span/time.Duration(limit), time.Microsecond)
+		var tat int64
+		if n := len(held); n > 0 {
+			tat = held[n-1].mark
+		}
+		args = append(args, tat, µs(interval), µs(interval)*int64(max(p.Burst, 1)-1))
+		sc = scriptReserveLinear
+	} else {
+		var floor, lth int64 = 0, -1
+		if n := len(held); n > 0 {
+			floor = held[n-1].mark
+			if n >= limit {
+				lth = held[n-limit].slot
+			}
+		}
+		args = append(args, floor, lth)
+	}
+	v, err := s.call(ctx, sc, b, args)
+	if err != nil {
+		return reply{}, err
+	}
+	a, ok := v.([]any)
+	if !ok || len(a) != 6 {
+		return reply{}, fmt.Errorf("store: unexpected reply %v", v)
+	}
+	n := func(i int) int64 { x, _ := a[i].(int64); return x }
+	b.procs.Store(max(n(3), 1))
+	rep := reply{status: n(0), wait: time.Duration(n(1)) * time.Microsecond, cooling: n(2) == 1, now: n(4), mark: n(5)}
+	s.skew.Store(rep.now - s.localµs())
+	return rep, nil
+}
+
+// Reserve implements Store.
+func (s *Redis) Reserve(ctx context.Context, key string, p Policy, r Request) (Reservation, error) {
+	if s.down.Load() {
+		return s.fallbackReserve(ctx, key, p, r)
+	}
+	b := s.budget(key)
+	b.lastUsed.Store(s.localµs())
+	id := s.seq.Add(1)
+	b.mu.Lock()
+	b.policy = p
+	if err := s.promoteDueLocked(ctx, b); err != nil {
+		b.mu.Unlock()
+		return s.failed(ctx, err, func() (Reservation, error) { return s.fallbackReserve(ctx, key, p, r) })
+	}
+	if len(b.held) > 0 {
+		// Requests of this process already wait in-process: queue behind
+		// them, holding the lock so that the queue's order is the order of
+		// the estimates.
+		defer b.mu.Unlock()
+		rep, err := s.reserve(ctx, b, p, r, id, b.held, p.Timespan)
+		if err != nil {
+			return s.failed(ctx, err, func() (Reservation, error) { return s.fallbackReserve(ctx, key, p, r) })
+		}
+		return s.answerLocked(b, id, r, rep), nil
+	}
+	b.mu.Unlock()
+
+	rep, err := s.reserve(ctx, b, p, r, id, nil, p.Timespan)
+	if err != nil {
+		return s.failed(ctx, err, func() (Reservation, error) { return s.fallbackReserve(ctx, key, p, r) })
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if rep.status == toHold && len(b.held) > 0 {
+		// Another request of this process was held meanwhile: estimate
+		// again behind it.
+		if rep, err = s.reserve(ctx, b, p, r, id, b.held, p.Timespan); err != nil {
+			return s.failed(ctx, err, func() (Reservation, error) { return s.fallbackReserve(ctx, key, p, r) })
+		}
+	}
+	return s.answerLocked(b, id, r, rep), nil
+}
+
+// answerLocked turns a reserve script's reply into a Reservation, holding
+// the request in-process when the script said so. b.mu must be held.
+func (s *Redis) answerLocked(b *redisBudget, id uint64, r Request, rep reply) Reservation {
+	res := Reservation{OK: rep.status != refused, Wait: rep.wait, Cooldown: rep.cooling}
+	switch {
+	case rep.status == refused || rep.wait == 0:
+	case rep.status == toHold:
+		res.ID = id
+		s.holdLocked(b, id, r, rep)
+	default:
+		res.ID = id
+		b.outstanding[id] = struct{}{}
+	}
+	return res
+}
+
+// Confirm implements Store.
+func (s *Redis) Confirm(ctx context.Context, key string, id uint64) (time.Duration, error) {
+	if id&fallbackID != 0 {
+		return s.fallback.Confirm(ctx, key, id&^fallbackID)
+	}
+	b, ok := s.existing(key)
+	if !ok {
+		return 0, ErrUnknownReservation
+	}
+	if s.down.Load() {
+		return s.confirmDuringOutage(b, id)
+	}
+	b.mu.Lock()
+	p := b.policy
+	if h, held := b.heldByID[id]; held {
+		left, err := s.confirmHeldLocked(ctx, b, h)
+		b.mu.Unlock()
+		return s.failedConfirm(ctx, b, id, left, err)
+	}
+	b.mu.Unlock()
+	v, err := s.call(ctx, scriptConfirm, b, s.args(p, s.member(id), max(p.Limit, 1), µs(max(p.Timespan, time.Microsecond))))
+	if err != nil {
+		return s.failedConfirm(ctx, b, id, 0, err)
+	}
+	left := v.(int64)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	_, mine := b.outstanding[id]
+	switch {
+	case left < 0 && !mine:
+		return 0, ErrUnknownReservation
+	case left < 0:
+		// Redis lost it (restarted, or this process's presence lapsed):
+		// take a slot again under the same ID.
+		rep, err := s.reserve(ctx, b, p, Request{MaxWait: NoMaxWait}, id, nil, NoMaxWait)
+		if err != nil {
+			return s.failedConfirm(ctx, b, id, 0, err)
+		}
+		if rep.wait == 0 {
+			delete(b.outstanding, id)
+		}
+		return rep.wait, nil
+	case left == 0:
+		delete(b.outstanding, id)
+	}
+	return time.Duration(left) * time.Microsecond, nil
+}
+
+// failedConfirm passes on the result of a Confirm, applying the failure
+// policy when Redis failed.
+func (s *Redis) failedConfirm(ctx context.Context, b *redisBudget, id uint64, left time.Duration, err error) (time.Duration, error) {
+	if err == nil {
+		return left, nil
+	}
+	return s.failedDuration(ctx, err, func() (time.Duration, error) { return s.confirmDuringOutage(b, id) })
+}
+
+// Release implements Store.
+func (s *Redis) Release(ctx context.Context, key string, id uint64) error {
+	if id&fallbackID != 0 {
+		return s.fallback.Release(ctx, key, id&^fallbackID)
+	}
+	b, ok := s.existing(key)
+	if !ok {
+		return nil
+	}
+	b.mu.Lock()
+	if s.unholdLocked(b, id) {
+		b.mu.Unlock()
+		return nil
+	}
+	_, mine := b.outstanding[id]
+	delete(b.outstanding, id)
+	p := b.policy
+	b.mu.Unlock()
+	if !mine || s.down.Load() {
+		return nil
+	}
+	if _, err := s.call(ctx, scriptRelease, b, s.args(p, s.member(id))); err != nil {
+		_, err = s.failed(ctx, err, func() (Reservation, error) { return Reservation{}, nil })
+		return err
+	}
+	return nil
+}
+
+// SetCooldown implements Store.
+func (s *Redis) SetCooldown(ctx context.Context, key string, p Policy, d time.Duration) (time.Duration, error) {
+	// The fallback keeps the cooldown too, for an outage that starts
+	// before it ends.
+	local, _ := s.fallback.SetCooldown(ctx, key, s.share(key, p), d)
+	if s.down.Load() {
+		return local, nil
+	}
+	b := s.budget(key)
+	v, err := s.call(ctx, scriptCooldown, b, s.args(p, µs(max(d, 0)), µs(max(p.Timespan, time.Microsecond))))
+	if err != nil {
+		return s.failedDuration(ctx, err, func() (time.Duration, error) { return local, nil })
+	}
+	a, _ := v.([]any)
+	if len(a) != 2 {
+		return 0, fmt.Errorf("store: unexpected reply %v", v)
+	}
+	left, moved := a[0].(int64), a[1].(int64)
+	b.mu.Lock()
+	s.shiftHeldLocked(b, left, moved)
+	b.mu.Unlock()
+	return time.Duration(left) * time.Microsecond, nil
+}
+
+// Cooldown implements Store.
+func (s *Redis) Cooldown(ctx context.Context, key string) (time.Duration, error) {
+	if s.down.Load() {
+		return s.fallback.Cooldown(ctx, key)
+	}
+	st, err := s.status(ctx, redisKeys(key))
+	if err != nil {
+		return s.failedDuration(ctx, err, func() (time.Duration, error) { return s.fallback.Cooldown(ctx, key) })
+	}
+	return st.Cooldown, nil
+}
+
+// errClosedStore is returned by a closed store.
+var errClosedStore = errors.New("store: closed")

@@ -1,0 +1,142 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// probeEvery is how often a store in an outage checks whether Redis
+// answers again.
+const probeEvery = time.Second
+
+// trip starts an outage after a failed call, once: the failure policy
+// applies until a background probe finds Redis answering again.
+func (s *Redis) trip(err error) {
+	s.lastErr.Store(&err)
+	s.event(Event{Type: EventError, Err: err})
+	if !s.down.CompareAndSwap(false, true) {
+		return
+	}
+	s.log.Error(err, "Redis store unavailable; deciding by the failure policy until it answers", "policy", s.opts.Failure)
+	s.event(Event{Type: EventDown, Policy: s.opts.Failure, Err: err})
+	select {
+	case <-s.done:
+		return
+	default:
+	}
+	s.wg.Add(1)
+	go s.probe()
+}
+
+// probe pings Redis about once a second until it answers, then ends the
+// outage.
+func (s *Redis) probe() {
+	defer s.wg.Done()
+	t := time.NewTicker(probeEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
+		err := s.client.Ping(ctx).Err()
+		cancel()
+		if err != nil {
+			s.lastErr.Store(&err)
+			continue
+		}
+		s.down.Store(false)
+		s.log.Info("Redis store available again; budgets are shared again")
+		s.event(Event{Type: EventUp})
+		return
+	}
+}
+
+func (s *Redis) event(e Event) {
+	if s.opts.OnEvent != nil {
+		s.opts.OnEvent(e)
+	}
+}
+
+// storeError returns the error of a request refused by FailClosed.
+func (s *Redis) storeError() error {
+	err := fmt.Errorf("unknown error")
+	if p := s.lastErr.Load(); p != nil {
+		err = *p
+	}
+	return fmt.Errorf("store: redis unavailable (store failure policy %q): %w", FailClosed, err)
+}
+
+// failed handles a failed call: the caller's own cancellation is passed
+// on, anything else starts an outage and the request is decided by the
+// failure policy through fallback.
+func (s *Redis) failed(ctx context.Context, err error, fallback func() (Reservation, error)) (Reservation, error) {
+	if cerr := ctx.Err(); cerr != nil {
+		return Reservation{}, cerr
+	}
+	s.trip(err)
+	return fallback()
+}
+
+// failedDuration is failed for calls that answer a duration.
+func (s *Redis) failedDuration(ctx context.Context, err error, fallback func() (time.Duration, error)) (time.Duration, error) {
+	if cerr := ctx.Err(); cerr != nil {
+		return 0, cerr
+	}
+	s.trip(err)
+	return fallback()
+}
+
+// fallbackReserve decides a request by the failure policy.
+func (s *Redis) fallbackReserve(ctx context.Context, key string, p Policy, r Request) (Reservation, error) {
+	s.event(Event{Type: EventFallback, Policy: s.opts.Failure})
+	switch s.opts.Failure {
+	case FailOpen:
+		return Reservation{OK: true}, nil
+	case FailClosed:
+		return Reservation{}, s.storeError()
+	}
+	res, err := s.fallback.Reserve(ctx, key, s.share(key, p), r)
+	if res.ID != 0 {
+		res.ID |= fallbackID
+	}
+	return res, err
+}
+
+// share returns this process's share of policy p on the budget key: the
+// limit divided by the processes last seen sharing it.
+func (s *Redis) share(key string, p Policy) Policy {
+	n := 1
+	if b, ok := s.existing(key); ok {
+		n = int(max(b.procs.Load(), 1))
+	}
+	p.Limit = max(p.Limit/n, 1)
+	if p.Burst > p.Limit {
+		p.Burst = p.Limit
+	}
+	return p
+}
+
+// confirmDuringOutage answers the Confirm of a reservation recorded in
+// Redis while Redis cannot be asked: its wait is over (a waiter confirms
+// at its slot), so it is sent, unless the policy is FailClosed. A request
+// still held in-process keeps waiting for its estimated slot.
+func (s *Redis) confirmDuringOutage(b *redisBudget, id uint64) (time.Duration, error) {
+	b.mu.Lock()
+	if h, ok := b.heldByID[id]; ok {
+		if left := s.until(h.slot); left > 0 {
+			b.mu.Unlock()
+			return left, nil
+		}
+		s.unholdLocked(b, id)
+	}
+	delete(b.outstanding, id)
+	b.mu.Unlock()
+	if s.opts.Failure == FailClosed {
+		return 0, s.storeError()
+	}
+	return 0, nil
+}

@@ -1,0 +1,59 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/k8sratelimit/k8sratelimit/internal/redistest"
+	"github.com/k8sratelimit/k8sratelimit/store"
+	"github.com/k8sratelimit/k8sratelimit/store/storetest"
+)
+
+// redisTolerance is how far a wait reported by the Redis store may be from
+// the exact one: the server's clock runs on while a test talks to it.
+const redisTolerance = 50 * time.Millisecond
+
+func TestRedisConformance(t *testing.T) {
+	srv := redistest.Start(t)
+	client := srv.Client()
+	storetest.Run(t, func(t *testing.T) storetest.Harness {
+		require.NoError(t, client.FlushAll(context.Background()).Err())
+		s := store.NewRedis(client, store.RedisOptions{})
+		t.Cleanup(func() { _ = s.Close() })
+		return storetest.Harness{Store: s, Advance: s.Advance, Now: s.Now, Tolerance: redisTolerance}
+	})
+}
+
+func TestRedisKeysShareOneSlot(t *testing.T) {
+	srv := redistest.Start(t)
+	client := srv.Client()
+	// A cluster-enabled server computes slots for CLUSTER KEYSLOT.
+	slotter := redistest.Start(t, "--cluster-enabled", "yes").Client()
+	s := store.NewRedis(client, store.RedisOptions{})
+	t.Cleanup(func() { _ = s.Close() })
+	ctx := context.Background()
+	key := "k8s:team-a:rancher.example.com/k8s/clusters/c-abc"
+	p := store.Policy{Strategy: store.Window, Limit: 1, Timespan: time.Minute}
+	for range 2 {
+		_, err := s.Reserve(ctx, key, p, store.Request{MaxWait: store.NoMaxWait})
+		require.NoError(t, err)
+	}
+	keys, err := client.Keys(ctx, "*").Result()
+	require.NoError(t, err)
+	require.NotEmpty(t, keys)
+	slots := map[int64]bool{}
+	for _, k := range keys {
+		assert.Contains(t, k, key, "every Redis key of a budget contains its budget key")
+		ttl, err := client.PTTL(ctx, k).Result()
+		require.NoError(t, err)
+		assert.Positive(t, ttl, "key %s expires by itself", k)
+		slot, err := slotter.ClusterKeySlot(ctx, k).Result()
+		require.NoError(t, err)
+		slots[slot] = true
+	}
+	assert.Len(t, slots, 1, "all keys of a budget map to one Cluster slot: %v", keys)
+}
