@@ -1,0 +1,242 @@
+package store_test
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/k8sratelimit/k8sratelimit/internal/redistest"
+	"github.com/k8sratelimit/k8sratelimit/store"
+)
+
+// outageTimeout is the store timeout of the outage tests; a call may take
+// it plus outageMargin at most.
+const (
+	outageTimeout = 200 * time.Millisecond
+	outageMargin  = 300 * time.Millisecond
+)
+
+// events records a store's events.
+type events struct {
+	mu  sync.Mutex
+	all []store.EventType
+}
+
+func (e *events) add(ev store.Event) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.all = append(e.all, ev.Type)
+}
+
+func (e *events) count(t store.EventType) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := 0
+	for _, x := range e.all {
+		if x == t {
+			n++
+		}
+	}
+	return n
+}
+
+func newURLStore(t *testing.T, srv *redistest.Server, policy store.FailurePolicy, ev *events) *store.Redis {
+	t.Helper()
+	opts := store.RedisOptions{Timeout: outageTimeout, Failure: policy}
+	if ev != nil {
+		opts.OnEvent = ev.add
+	}
+	s, err := store.NewRedisFromURL(srv.URL(), opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// timedReserve reserves and asserts that the call did not hang.
+func timedReserve(t *testing.T, s store.Store, key string, p store.Policy, r store.Request) (store.Reservation, error) {
+	t.Helper()
+	start := time.Now()
+	res, err := s.Reserve(context.Background(), key, p, r)
+	assert.Less(t, time.Since(start), outageTimeout+outageMargin, "a call never hangs on a dead store")
+	return res, err
+}
+
+var (
+	outagePolicy = store.Policy{Strategy: store.Window, Limit: 10, Timespan: time.Minute}
+	anyWait      = store.Request{MaxWait: store.NoMaxWait}
+)
+
+func TestRedisOutageLocalSharesTheLimitThenRecovers(t *testing.T) {
+	srv := redistest.Start(t)
+	var ev events
+	a := newURLStore(t, srv, store.FailLocal, &ev)
+	b := newURLStore(t, srv, store.FailLocal, nil)
+	// a sees b once it asks again after b's first request.
+	for _, s := range []*store.Redis{a, b, a} {
+		res, err := s.Reserve(context.Background(), "k", outagePolicy, anyWait)
+		require.NoError(t, err)
+		require.Zero(t, res.Wait)
+	}
+
+	srv.Kill()
+	for i := range 5 {
+		res, err := timedReserve(t, a, "k", outagePolicy, anyWait)
+		require.NoError(t, err)
+		assert.Zero(t, res.Wait, "request %d fits this process's share, 10 / 2 processes", i)
+	}
+	res, err := timedReserve(t, a, "k", outagePolicy, store.Request{MaxWait: 0})
+	require.NoError(t, err)
+	assert.False(t, res.OK, "the sixth request exceeds the share")
+	assert.True(t, a.Down())
+	assert.Equal(t, 1, ev.count(store.EventDown), "the outage starts once")
+	assert.Equal(t, 6, ev.count(store.EventFallback))
+
+	srv.Restart()
+	require.Eventually(t, func() bool { return !a.Down() }, 5*time.Second, 10*time.Millisecond, "the store is probed about once a second")
+	assert.Equal(t, 1, ev.count(store.EventUp))
+	res, err = a.Reserve(context.Background(), "k", outagePolicy, anyWait)
+	require.NoError(t, err)
+	assert.Zero(t, res.Wait, "the shared budget is used again (the restarted Redis lost it)")
+	assert.Equal(t, 6, ev.count(store.EventFallback), "no request falls back once Redis answers")
+}
+
+func TestRedisOutageOpenAdmits(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newURLStore(t, srv, store.FailOpen, nil)
+	srv.Kill()
+	for i := range 20 {
+		res, err := timedReserve(t, s, "k", outagePolicy, store.Request{MaxWait: 0})
+		require.NoError(t, err)
+		assert.True(t, res.OK, "request %d", i)
+	}
+}
+
+func TestRedisOutageClosedFails(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newURLStore(t, srv, store.FailClosed, nil)
+	srv.Kill()
+	for range 3 {
+		_, err := timedReserve(t, s, "k", outagePolicy, anyWait)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "redis unavailable")
+		assert.Contains(t, err.Error(), `"closed"`)
+	}
+}
+
+func TestRedisSlowServerTimesOut(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newURLStore(t, srv, store.FailLocal, nil)
+	_, err := s.Reserve(context.Background(), "k", outagePolicy, anyWait)
+	require.NoError(t, err)
+
+	srv.Pause()
+	t.Cleanup(srv.Resume)
+	for range 3 {
+		res, err := timedReserve(t, s, "k", outagePolicy, anyWait)
+		require.NoError(t, err)
+		assert.True(t, res.OK, "the local fallback decides")
+	}
+	srv.Resume()
+	require.Eventually(t, func() bool { return !s.Down() }, 5*time.Second, 10*time.Millisecond)
+}
+
+func TestRedisWaiterSurvivesOutage(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newURLStore(t, srv, store.FailLocal, nil)
+	p := store.Policy{Strategy: store.Window, Limit: 1, Timespan: 10 * time.Second}
+	_, err := s.Reserve(context.Background(), "k", p, anyWait)
+	require.NoError(t, err)
+	res, err := s.Reserve(context.Background(), "k", p, anyWait)
+	require.NoError(t, err)
+	require.NotZero(t, res.ID)
+
+	srv.Kill()
+	s.Advance(10 * time.Second)
+	left, err := s.Confirm(context.Background(), "k", res.ID)
+	require.NoError(t, err, "a waiter whose slot has come is sent although Redis is down")
+	assert.Zero(t, left)
+}
+
+func TestRedisPresenceExpiryFreesADeadProcessesSlots(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	p := store.Policy{Strategy: store.Window, Limit: 2, Timespan: 10 * time.Second}
+	deadClient := srv.Client()
+	dead := store.NewRedis(deadClient, store.RedisOptions{Presence: time.Hour})
+	for i, want := range []time.Duration{0, 0, 10 * time.Second, 10 * time.Second} {
+		res, err := dead.Reserve(ctx, "k", p, anyWait)
+		require.NoError(t, err)
+		assert.InDelta(t, float64(want), float64(res.Wait), float64(redisTolerance), "request %d", i)
+	}
+
+	alive := store.NewRedis(srv.Client(), store.RedisOptions{})
+	t.Cleanup(func() { _ = alive.Close() })
+	res, err := alive.Reserve(ctx, "k", p, store.Request{MaxWait: 15 * time.Second})
+	require.NoError(t, err)
+	assert.False(t, res.OK, "the other process's reservations count while it is present: the next slot is at 20s")
+
+	// The first process vanishes without a word (its presence lasts 1.5 h
+	// intervals of its refresh, here an hour, so move time past it).
+	alive.Advance(91 * time.Minute)
+	res, err = alive.Reserve(ctx, "k", p, anyWait)
+	require.NoError(t, err)
+	assert.Zero(t, res.Wait, "once its presence has expired, its slots ahead stop counting")
+}
+
+func TestRedisHoldsFarReservationsInProcess(t *testing.T) {
+	srv := redistest.Start(t)
+	client := srv.Client()
+	ctx := context.Background()
+	s := store.NewRedis(client, store.RedisOptions{})
+	t.Cleanup(func() { _ = s.Close() })
+	p := store.Policy{Strategy: store.Window, Limit: 2, Timespan: 10 * time.Second}
+	var ids []uint64
+	for range 6 {
+		res, err := s.Reserve(ctx, "k", p, anyWait)
+		require.NoError(t, err)
+		ids = append(ids, res.ID)
+	}
+	entries := func() int64 {
+		n, err := client.ZCard(ctx, "{k}:w").Result()
+		require.NoError(t, err)
+		return n
+	}
+	assert.EqualValues(t, 4, entries(), "slots more than one timespan ahead wait in-process, not in Redis")
+
+	s.Advance(10 * time.Second)
+	left, err := s.Confirm(ctx, "k", ids[2])
+	require.NoError(t, err)
+	assert.Zero(t, left)
+	left, err = s.Confirm(ctx, "k", ids[4])
+	require.NoError(t, err)
+	assert.InDelta(t, float64(10*time.Second), float64(left), float64(redisTolerance), "the held request keeps its estimated slot")
+	_, err = client.ZScore(ctx, "{k}:w", s.Process()+":"+strconv.FormatUint(ids[4], 36)).Result()
+	assert.NoError(t, err, "once within a timespan, a held request is recorded in Redis")
+}
+
+func TestRedisCloseReleasesThisProcessesSlots(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	p := store.Policy{Strategy: store.Window, Limit: 1, Timespan: 10 * time.Second}
+	a := store.NewRedis(srv.Client(), store.RedisOptions{})
+	for range 2 {
+		_, err := a.Reserve(ctx, "k", p, anyWait)
+		require.NoError(t, err)
+	}
+	b := store.NewRedis(srv.Client(), store.RedisOptions{})
+	t.Cleanup(func() { _ = b.Close() })
+	res, err := b.Reserve(ctx, "k", p, store.Request{MaxWait: 15 * time.Second})
+	require.NoError(t, err)
+	assert.False(t, res.OK, "the slot at 10s belongs to the other process")
+
+	require.NoError(t, a.Close())
+	require.NoError(t, a.Close(), "Close is idempotent")
+	res, err = b.Reserve(ctx, "k", p, anyWait)
+	require.NoError(t, err)
+	assert.InDelta(t, float64(10*time.Second), float64(res.Wait), float64(redisTolerance), "the closed process's slot is free")
+}
