@@ -197,11 +197,17 @@ func (b *Budget) Cooldown(ctx context.Context, d time.Duration) (time.Duration, 
 	if err != nil {
 		return 0, fmt.Errorf("k8sratelimit: budget %s: %w", b.key, err)
 	}
+	b.wake()
+	return left, nil
+}
+
+// wake makes every waiter of the budget confirm its slot at once: the
+// store may have moved it.
+func (b *Budget) wake() {
 	b.mu.Lock()
 	close(b.moved)
 	b.moved = make(chan struct{})
 	b.mu.Unlock()
-	return left, nil
 }
 
 // logSlow logs a wait longer than slowWait, at most once per slowWait per

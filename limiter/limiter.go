@@ -105,8 +105,12 @@ func (l *Limiter) Budget(key, cluster string) *Budget {
 	if v, ok := l.budgets.Load(key); ok {
 		return v.(*Budget)
 	}
-	v, _ := l.budgets.LoadOrStore(key, newBudget(l, key, cluster))
-	return v.(*Budget)
+	v, loaded := l.budgets.LoadOrStore(key, newBudget(l, key, cluster))
+	b := v.(*Budget)
+	if n, ok := l.store.(store.Notifier); ok && !loaded {
+		n.Notify(key, b.wake)
+	}
+	return b
 }
 
 // Policy returns the policy of the budgets.

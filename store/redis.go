@@ -111,6 +111,8 @@ type Redis struct {
 	fallback  *Memory
 	ownClient bool
 
+	notify notifier
+
 	closeOnce sync.Once
 	done      chan struct{}
 	wg        sync.WaitGroup

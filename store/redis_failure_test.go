@@ -165,27 +165,45 @@ func TestRedisWaiterSurvivesOutage(t *testing.T) {
 func TestRedisPresenceExpiryFreesADeadProcessesSlots(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := context.Background()
-	p := store.Policy{Strategy: store.Window, Limit: 2, Timespan: 10 * time.Second}
-	deadClient := srv.Client()
-	dead := store.NewRedis(deadClient, store.RedisOptions{Presence: time.Hour})
-	for i, want := range []time.Duration{0, 0, 10 * time.Second, 10 * time.Second} {
+	p := store.Policy{Strategy: store.Linear, Limit: 10, Timespan: 10 * time.Second} // one per second
+	// This process's presence lasts 150ms after its last refresh.
+	dead := store.NewRedis(srv.Client(), store.RedisOptions{Presence: 100 * time.Millisecond})
+	for i := range 5 {
 		res, err := dead.Reserve(ctx, "k", p, anyWait)
 		require.NoError(t, err)
-		assert.InDelta(t, float64(want), float64(res.Wait), float64(redisTolerance), "request %d", i)
+		assert.InDelta(t, float64(time.Duration(i)*time.Second), float64(res.Wait), float64(redisTolerance), "request %d", i)
 	}
 
 	alive := store.NewRedis(srv.Client(), store.RedisOptions{})
 	t.Cleanup(func() { _ = alive.Close() })
-	res, err := alive.Reserve(ctx, "k", p, store.Request{MaxWait: 15 * time.Second})
+	moved := make(chan struct{}, 1)
+	alive.Notify("k", func() {
+		select {
+		case moved <- struct{}{}:
+		default:
+		}
+	})
+	waiter, err := alive.Reserve(ctx, "k", p, anyWait)
 	require.NoError(t, err)
-	assert.False(t, res.OK, "the other process's reservations count while it is present: the next slot is at 20s")
+	assert.InDelta(t, float64(5*time.Second), float64(waiter.Wait), float64(redisTolerance),
+		"the other process's reservations count while it is present")
 
-	// The first process vanishes without a word (its presence lasts 1.5 h
-	// intervals of its refresh, here an hour, so move time past it).
-	alive.Advance(91 * time.Minute)
-	res, err = alive.Reserve(ctx, "k", p, anyWait)
+	// The other process stops refreshing its presence (here: this one's
+	// view of the time moves past its expiry, to 1.5s).
+	alive.Advance(1500 * time.Millisecond)
+	res, err := alive.Reserve(ctx, "k", p, anyWait)
 	require.NoError(t, err)
-	assert.Zero(t, res.Wait, "once its presence has expired, its slots ahead stop counting")
+	assert.InDelta(t, float64(1500*time.Millisecond), float64(res.Wait), float64(redisTolerance),
+		"a newcomer takes a freed slot (at 3s)")
+	left, err := alive.Confirm(ctx, "k", waiter.ID)
+	require.NoError(t, err)
+	assert.InDelta(t, float64(500*time.Millisecond), float64(left), float64(redisTolerance),
+		"the waiter moved into the earliest freed slot, at 2s")
+	select {
+	case <-moved:
+	case <-time.After(5 * time.Second):
+		t.Error("the waiters were not told that their slots moved")
+	}
 }
 
 func TestRedisHoldsFarReservationsInProcess(t *testing.T) {

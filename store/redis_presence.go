@@ -68,6 +68,7 @@ func (s *Redis) Close() error {
 			}
 			return true
 		})
+		s.closeNotifier()
 		s.wg.Wait()
 		if s.ownClient {
 			errs = append(errs, s.client.Close())

@@ -102,3 +102,13 @@ type Store interface {
 	// Cooldown returns the cooldown left on the budget, 0 when none.
 	Cooldown(ctx context.Context, key string) (time.Duration, error)
 }
+
+// Notifier is implemented by a store in which reservations can move
+// without this process's doing: a cooldown set by another process, or the
+// slots of a process that went away given to the waiters after them.
+// Notify arranges for moved to be called whenever reservations of the
+// budget key may have moved, so that its waiters confirm their slots again
+// at once. moved must return quickly.
+type Notifier interface {
+	Notify(key string, moved func())
+}

@@ -13,6 +13,7 @@ local earliest, delta = nil, 0
 if #ahead > 0 then earliest = tonumber(ahead[2]) end
 if #freed > 0 and (not earliest or tonumber(freed[2]) < earliest) then earliest = tonumber(freed[2]) end
 if earliest and earliest < until_ then
+  redis.call('PUBLISH', W, 'moved')
   delta = until_ - earliest
   for i = 1, #ahead, 2 do redis.call('ZADD', W, tonumber(ahead[i + 1]) + delta, ahead[i]) end
   for i = 1, #freed, 2 do redis.call('ZADD', F, tonumber(freed[i + 1]) + delta, freed[i]) end

@@ -22,9 +22,46 @@ local function free(m, s)
   redis.call('ZADD', F, s, '~' .. m)
 end
 
+-- compact gives the slots ahead that were freed to the waiting
+-- reservations after them, in order: each waiter moves to the earliest
+-- slot not taken by one before it, and the freed slots end up last. The
+-- instants ahead stay the same, only who holds them changes, so every
+-- window holds what it held. It returns whether anything moved.
+local function compact()
+  local e = redis.call('ZRANGEBYSCORE', W, '(' .. num(now), '+inf', 'WITHSCORES')
+  local slots = {}
+  for i = 1, #e, 2 do slots[#slots + 1] = {e[i], tonumber(e[i + 1])} end
+  if not windowed then
+    local f = redis.call('ZRANGEBYSCORE', F, '(' .. num(now), '+inf', 'WITHSCORES')
+    for i = 1, #f, 2 do slots[#slots + 1] = {f[i], tonumber(f[i + 1])} end
+    table.sort(slots, function(x, y) return x[2] < y[2] end)
+  end
+  local live, moved = {}, false
+  for i, x in ipairs(slots) do
+    if string.sub(x[1], 1, 1) == '~' then
+      redis.call('ZREM', F, x[1])
+      if windowed then redis.call('ZREM', W, x[1]) end
+    else
+      live[#live + 1] = x[1]
+      if slots[#live][1] ~= x[1] then moved = true end
+    end
+  end
+  for i, x in ipairs(slots) do
+    if i <= #live then
+      redis.call('ZADD', W, x[2], live[i])
+    else
+      local m = '~' .. redis.call('HINCRBY', M, 'freed', 1)
+      if windowed then redis.call('ZADD', W, x[2], m) end
+      redis.call('ZADD', F, x[2], m)
+    end
+  end
+  return moved
+end
+
 -- presence refreshes this process's presence and frees the future
--- reservations of every process whose presence has expired. It returns the
--- number of processes sharing the budget.
+-- reservations of every process whose presence has expired, giving their
+-- slots to the reservations after them. It returns the number of
+-- processes sharing the budget.
 local function presence()
   redis.call('ZADD', P, now + ttl, proc)
   local dead = redis.call('ZRANGEBYSCORE', P, '-inf', num(now))
@@ -33,10 +70,15 @@ local function presence()
     local gone = {}
     for _, d in ipairs(dead) do gone[d] = true end
     local ahead = redis.call('ZRANGEBYSCORE', W, '(' .. num(now), '+inf', 'WITHSCORES')
+    local freed = false
     for i = 1, #ahead, 2 do
-      local owner = string.match(ahead[i], '^([^:~]+):')
-      if owner and gone[owner] then free(ahead[i], tonumber(ahead[i + 1])) end
+      local owner = string.match(ahead[i], '^([^:~=]+):')
+      if owner and gone[owner] then
+        free(ahead[i], tonumber(ahead[i + 1]))
+        freed = true
+      end
     end
+    if freed and compact() then redis.call('PUBLISH', W, 'moved') end
   end
   return redis.call('ZCARD', P)
 end

@@ -1,0 +1,73 @@
+package store
+
+import (
+	"context"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// notifier delivers the store's "moved" messages: a script publishes one
+// on a budget's channel when it moves reservations that other processes
+// may be waiting on.
+type notifier struct {
+	once   sync.Once
+	pubsub *redis.PubSub
+	mu     sync.Mutex
+	moved  map[string][]func() // channel -> callbacks
+}
+
+// Notify implements Notifier: moved is called when another process's
+// cooldown moves the budget's reservations, or when the slots of a
+// process that went away are given to the waiters after them.
+func (s *Redis) Notify(key string, moved func()) {
+	n := &s.notify
+	n.once.Do(func() {
+		n.moved = map[string][]func(){}
+		n.pubsub = s.client.Subscribe(context.Background())
+		s.wg.Add(1)
+		go s.deliver(n.pubsub.Channel())
+	})
+	channel := redisKeys(key)[0]
+	n.mu.Lock()
+	first := len(n.moved[channel]) == 0
+	n.moved[channel] = append(n.moved[channel], moved)
+	n.mu.Unlock()
+	if first {
+		ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
+		defer cancel()
+		// A failed subscription is retried by the client when it
+		// reconnects; waiters still confirm at their slots meanwhile.
+		_ = n.pubsub.Subscribe(ctx, channel)
+	}
+}
+
+// deliver calls the callbacks of each message's channel until the store
+// closes.
+func (s *Redis) deliver(ch <-chan *redis.Message) {
+	defer s.wg.Done()
+	n := &s.notify
+	for {
+		select {
+		case <-s.done:
+			return
+		case m, ok := <-ch:
+			if !ok {
+				return
+			}
+			n.mu.Lock()
+			fs := n.moved[m.Channel]
+			n.mu.Unlock()
+			for _, f := range fs {
+				f()
+			}
+		}
+	}
+}
+
+// closeNotifier ends the subscription.
+func (s *Redis) closeNotifier() {
+	if p := s.notify.pubsub; p != nil {
+		_ = p.Close()
+	}
+}
