@@ -1,0 +1,296 @@
+package k8sratelimit_test
+
+// These tests run several OS processes - this test binary, re-executed in
+// child mode - that share one budget through a real redis-server, each
+// sending requests with its own client-go clientset to one simulated API
+// server, which records when every request arrives.
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"maps"
+	"net/http"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+
+	"github.com/k8sratelimit/k8sratelimit"
+	"github.com/k8sratelimit/k8sratelimit/internal/apisim"
+	"github.com/k8sratelimit/k8sratelimit/internal/redistest"
+)
+
+// The child's settings, besides the KUBERNETES_RATELIMIT_* configuration.
+const (
+	childEnv      = "K8SRATELIMIT_TEST_CHILD" // its name; set: run as a child
+	childAPI      = "K8SRATELIMIT_TEST_API"
+	childRequests = "K8SRATELIMIT_TEST_REQUESTS"
+	childWorkers  = "K8SRATELIMIT_TEST_WORKERS"
+	childSkew     = "K8SRATELIMIT_TEST_SKEW" // how far its clock is off
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		os.Exit(runChild())
+	}
+	os.Exit(m.Run())
+}
+
+// skewedClock is the real clock, off by a fixed amount.
+type skewedClock struct {
+	clock.RealClock
+	skew time.Duration
+}
+
+func (c skewedClock) Now() time.Time                  { return time.Now().Add(c.skew) }
+func (c skewedClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+func (c skewedClock) Until(t time.Time) time.Duration { return t.Sub(c.Now()) }
+
+// runChild sends the requests it is told to through a limiter configured
+// from the environment, prints "sent <n> failed <n>" and exits 0; it exits
+// 2 when it cannot start.
+func runChild() int {
+	fail := func(err error) int { fmt.Fprintln(os.Stderr, "child:", err); return 2 }
+	cfg, err := k8sratelimit.LoadConfig(os.Environ())
+	if err != nil {
+		return fail(err)
+	}
+	skew, _ := time.ParseDuration(os.Getenv(childSkew))
+	lim, err := k8sratelimit.New(cfg, k8sratelimit.WithClock(skewedClock{skew: skew}))
+	if err != nil {
+		return fail(err)
+	}
+	defer lim.Close()
+	rc := &rest.Config{Host: os.Getenv(childAPI), UserAgent: os.Getenv(childEnv)}
+	if err := lim.Configure(rc); err != nil {
+		return fail(err)
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return fail(err)
+	}
+	n, _ := strconv.Atoi(os.Getenv(childRequests))
+	workers, _ := strconv.Atoi(os.Getenv(childWorkers))
+	jobs := make(chan struct{}, n)
+	for range n {
+		jobs <- struct{}{}
+	}
+	close(jobs)
+	var sent, failed sync.WaitGroup
+	var mu sync.Mutex
+	nsent, nfailed := 0, 0
+	for range workers {
+		sent.Go(func() {
+			for range jobs {
+				_, err := cs.CoreV1().Namespaces().List(context.Background(), metav1.ListOptions{})
+				mu.Lock()
+				if err != nil {
+					nfailed++
+					fmt.Fprintln(os.Stderr, "child:", err)
+				} else {
+					nsent++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	sent.Wait()
+	failed.Wait()
+	fmt.Printf("sent %d failed %d\n", nsent, nfailed)
+	return 0
+}
+
+// child is one child process.
+type child struct {
+	name string
+	cmd  *exec.Cmd
+	out  strings.Builder
+}
+
+// sharedEnv is the configuration every child shares.
+func sharedEnv(redisURL string, limit int, timespan string) []string {
+	return []string{
+		"KUBERNETES_RATELIMIT=" + strconv.Itoa(limit),
+		"KUBERNETES_RATELIMIT_TIMESPAN=" + timespan,
+		"KUBERNETES_RATELIMIT_STORE=redis",
+		"KUBERNETES_RATELIMIT_REDIS_URL=" + redisURL,
+		"KUBERNETES_RATELIMIT_OWNER=process-test",
+	}
+}
+
+// startChild starts a child process named name that sends requests
+// requests from workers goroutines, its clock off by skew.
+func startChild(t *testing.T, name, api string, env []string, requests, workers int, skew time.Duration) *child {
+	t.Helper()
+	c := &child{name: name}
+	c.cmd = exec.Command(os.Args[0], "-test.run=^$")
+	c.cmd.Env = append(append(os.Environ(), env...),
+		childEnv+"="+name, childAPI+"="+api,
+		childRequests+"="+strconv.Itoa(requests), childWorkers+"="+strconv.Itoa(workers),
+		childSkew+"="+skew.String())
+	c.cmd.Stdout = &c.out
+	c.cmd.Stderr = &c.out
+	require.NoError(t, c.cmd.Start())
+	t.Cleanup(func() { _ = c.cmd.Process.Kill(); _ = c.cmd.Wait() })
+	return c
+}
+
+// wait waits for the child to end and returns how many requests it sent.
+func (c *child) wait(t *testing.T) int {
+	t.Helper()
+	require.NoError(t, c.cmd.Wait(), "child %s: %s", c.name, c.out.String())
+	var sent, failed int
+	sc := bufio.NewScanner(strings.NewReader(c.out.String()))
+	for sc.Scan() {
+		if _, err := fmt.Sscanf(sc.Text(), "sent %d failed %d", &sent, &failed); err == nil {
+			assert.Zero(t, failed, "child %s: %s", c.name, c.out.String())
+			return sent
+		}
+	}
+	t.Fatalf("child %s printed no result: %s", c.name, c.out.String())
+	return 0
+}
+
+// arrivals returns when each list request reached the server, by child.
+func arrivals(api *apisim.Server) (all []time.Time, by map[string][]time.Time) {
+	by = map[string][]time.Time{}
+	for _, r := range api.Requests() {
+		if r.Path != "/api/v1/namespaces" {
+			continue
+		}
+		all = append(all, r.At)
+		ua := r.Header.Get("User-Agent")
+		by[ua] = append(by[ua], r.At)
+	}
+	slices.SortFunc(all, func(a, b time.Time) int { return a.Compare(b) })
+	return all, by
+}
+
+// windowTolerance is how much shorter than the timespan the window the
+// server sees is taken: requests leave a moment after their slot and
+// cross loopback at slightly different speeds.
+const windowTolerance = 100 * time.Millisecond
+
+func TestRedisProcessesShareOneExactBudget(t *testing.T) {
+	srv := redistest.Start(t)
+	api := apisim.New()
+	t.Cleanup(api.Close)
+	const limit, requests, workers = 20, 30, 15
+	env := sharedEnv(srv.URL(), limit, "second")
+	// Three processes, two of them with clocks seconds off: the budget is
+	// decided on the Redis server's clock alone.
+	skews := map[string]time.Duration{"a": 0, "b": 7 * time.Second, "c": -5 * time.Second}
+	var children []*child
+	for name, skew := range skews {
+		children = append(children, startChild(t, name, api.URL, env, requests, workers, skew))
+	}
+	total := 0
+	for _, c := range children {
+		total += c.wait(t)
+	}
+	require.Equal(t, requests*len(skews), total, "every request is served")
+
+	all, by := arrivals(api)
+	require.Len(t, all, total)
+	assert.LessOrEqual(t, apisim.MostInWindow(all, time.Second-windowTolerance), limit,
+		"no rolling second sees more than the limit, across all processes")
+
+	// All the demand waits from the start, so the budget is used to the
+	// full: exactly, the last request leaves (total/limit - 1) timespans
+	// after the first. Allow 5%.
+	elapsed := all[len(all)-1].Sub(all[0])
+	ideal := time.Duration((total+limit-1)/limit-1) * time.Second
+	assert.LessOrEqual(t, elapsed, time.Duration(float64(ideal)/0.95),
+		"with demand waiting, at least 95%% of the budget is used")
+	t.Logf("%d processes sent %d requests in %v (exactly: %v); most in any second: %d; per process: %v",
+		len(skews), total, elapsed.Round(time.Millisecond), ideal, apisim.MostInWindow(all, time.Second), spans(by, all[0]))
+}
+
+// spans describes, for each child, when its first and last requests
+// arrived, from t0.
+func spans(by map[string][]time.Time, t0 time.Time) string {
+	var parts []string
+	for _, name := range slices.Sorted(maps.Keys(by)) {
+		at := by[name]
+		parts = append(parts, fmt.Sprintf("%s %v-%v", name, at[0].Sub(t0).Round(time.Millisecond), at[len(at)-1].Sub(t0).Round(time.Millisecond)))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func TestRedis429InOneProcessCoolsDownTheOthers(t *testing.T) {
+	srv := redistest.Start(t)
+	api := apisim.New()
+	t.Cleanup(api.Close)
+	const cooldown = 2 * time.Second
+	var mu sync.Mutex
+	var throttledAt time.Time
+	seen := 0
+	api.SetThrottle(func(r *http.Request) (int, http.Header) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen++
+		if throttledAt.IsZero() && seen > 25 && r.Header.Get("User-Agent") == "a" {
+			throttledAt = time.Now()
+			return http.StatusTooManyRequests, http.Header{"Retry-After": {"2"}}
+		}
+		return 0, nil
+	})
+	env := sharedEnv(srv.URL(), 20, "second")
+	a := startChild(t, "a", api.URL, env, 40, 10, 0)
+	b := startChild(t, "b", api.URL, env, 40, 10, 0)
+	a.wait(t)
+	b.wait(t)
+
+	mu.Lock()
+	at := throttledAt
+	mu.Unlock()
+	require.False(t, at.IsZero(), "the server answered one request with 429")
+	// Requests sent before the cooldown was set may still be on their way
+	// for a moment; after that, nothing leaves until it ends.
+	quietFrom, quietTo := at.Add(windowTolerance), at.Add(cooldown-windowTolerance)
+	_, by := arrivals(api)
+	for name, times := range by {
+		for _, x := range times {
+			assert.False(t, x.After(quietFrom) && x.Before(quietTo),
+				"process %s sent a request %v after the 429, during the cooldown", name, x.Sub(at).Round(time.Millisecond))
+		}
+	}
+	assert.True(t, slices.ContainsFunc(by["b"], func(x time.Time) bool { return x.After(at.Add(cooldown)) }),
+		"the other process goes on after the cooldown")
+}
+
+func TestRedisKilledProcessDoesNotStallTheOthers(t *testing.T) {
+	srv := redistest.Start(t)
+	api := apisim.New()
+	t.Cleanup(api.Close)
+	// One request a second: the process to be killed reserves 30 seconds
+	// ahead at once.
+	env := append(sharedEnv(srv.URL(), 60, "minute"), "KUBERNETES_RATELIMIT_STRATEGY=linear")
+	k := startChild(t, "k", api.URL, env, 30, 30, 0)
+	require.Eventually(t, func() bool { return api.Count("/api/v1/namespaces") >= 1 }, 20*time.Second, 10*time.Millisecond)
+	require.NoError(t, k.cmd.Process.Kill()) // SIGKILL: no Close, no cleanup
+	_ = k.cmd.Wait()
+	killed := time.Now()
+
+	b := startChild(t, "b", api.URL, env, 4, 4, 0)
+	assert.Equal(t, 4, b.wait(t))
+	took := time.Since(killed)
+	// Without the presence timeout (3s) b would wait behind the killed
+	// process's reservations, about 30s; with it, b's slots move into
+	// theirs: 3s for the presence to expire, up to 2s until b refreshes
+	// its own, 4 requests a second apart, and a margin.
+	assert.Less(t, took, 12*time.Second, "the others are not stalled past the killed process's presence")
+	t.Logf("the survivor sent its 4 requests %v after the kill", took.Round(time.Millisecond))
+}
