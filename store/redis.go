@@ -216,6 +216,7 @@ type redisBudget struct {
 	held        []*heldRequest          // waiting in-process, in arrival order
 	heldByID    map[uint64]*heldRequest // the same, by ID
 	outstanding map[uint64]struct{}     // deferred reservations recorded in Redis
+	ready       map[uint64]struct{}     // held requests whose slot came when recorded
 	timer       *time.Timer             // promotes the first held request
 }
 
@@ -223,7 +224,7 @@ func (s *Redis) budget(key string) *redisBudget {
 	if v, ok := s.budgets.Load(key); ok {
 		return v.(*redisBudget)
 	}
-	b := &redisBudget{key: key, keys: redisKeys(key), heldByID: map[uint64]*heldRequest{}, outstanding: map[uint64]struct{}{}}
+	b := &redisBudget{key: key, keys: redisKeys(key), heldByID: map[uint64]*heldRequest{}, outstanding: map[uint64]struct{}{}, ready: map[uint64]struct{}{}}
 	b.procs.Store(1)
 	v, _ := s.budgets.LoadOrStore(key, b)
 	return v.(*redisBudget)
@@ -392,6 +393,11 @@ func (s *Redis) Confirm(ctx context.Context, key string, id uint64) (time.Durati
 	}
 	b.mu.Lock()
 	p := b.policy
+	if _, ok := b.ready[id]; ok {
+		delete(b.ready, id)
+		b.mu.Unlock()
+		return 0, nil
+	}
 	if h, held := b.heldByID[id]; held {
 		left, err := s.confirmHeldLocked(ctx, b, h)
 		b.mu.Unlock()
@@ -445,6 +451,7 @@ func (s *Redis) Release(ctx context.Context, key string, id uint64) error {
 		return nil
 	}
 	b.mu.Lock()
+	delete(b.ready, id)
 	if s.unholdLocked(b, id) {
 		b.mu.Unlock()
 		return nil

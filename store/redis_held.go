@@ -54,10 +54,19 @@ func (s *Redis) promoteFirstLocked(ctx context.Context, b *redisBudget) error {
 	b.held[0] = nil
 	b.held = b.held[1:]
 	delete(b.heldByID, h.id)
-	if rep.wait > 0 {
+	if rep.wait > 0 || b.policy.Strategy != Linear {
+		// A window records the send instant: its Confirm moves it to when
+		// the waiter really sends, should that be later.
 		b.outstanding[h.id] = struct{}{}
+	} else {
+		b.ready[h.id] = struct{}{} // sent at its next Confirm
 	}
-	h.slot = rep.now + µs(rep.wait)
+	slot := rep.now + µs(rep.wait)
+	if slot < h.slot {
+		// Its turn came sooner than estimated (a slot was freed): wake it.
+		s.wakeLocal(b.key)
+	}
+	h.slot = slot
 	return nil
 }
 
@@ -75,6 +84,7 @@ func (s *Redis) confirmHeldLocked(ctx context.Context, b *redisBudget, h *heldRe
 		}
 	}
 	s.schedulePromotionLocked(b)
+	delete(b.ready, h.id)
 	return s.until(h.slot), nil
 }
 

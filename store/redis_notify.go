@@ -71,3 +71,15 @@ func (s *Redis) closeNotifier() {
 		_ = p.Close()
 	}
 }
+
+// wakeLocal calls this process's callbacks of the budget key, as a
+// message on its channel would.
+func (s *Redis) wakeLocal(key string) {
+	n := &s.notify
+	n.mu.Lock()
+	fs := n.moved[redisKeys(key)[0]]
+	n.mu.Unlock()
+	for _, f := range fs {
+		go f()
+	}
+}
