@@ -146,8 +146,8 @@ func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { retur
 type child struct {
 	name  string
 	sends []time.Time // when its counted requests left it
-	cmd  *exec.Cmd
-	out  strings.Builder
+	cmd   *exec.Cmd
+	out   strings.Builder
 }
 
 // sharedEnv is the configuration every child shares.

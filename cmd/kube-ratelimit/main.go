@@ -6,6 +6,7 @@
 //	kube-ratelimit demo [-workers N] [-duration D] [-limit N] [-timespan D] [-compare]
 //	kube-ratelimit load -kubeconfig F [-context C] [-workers N] [-duration D]
 //	kube-ratelimit config
+//	kube-ratelimit status [-watch] [-interval D] [-owner O]
 //
 // demo starts an in-process API server simulation that enforces its own
 // capacity the way API Priority and Fairness does (429 with Retry-After),
@@ -14,7 +15,9 @@
 // -compare runs the same load with client-go's default limiter and with no
 // limiter, side by side. load runs the same kind of load, read-only (namespace
 // lists and /version), against a real cluster. config loads the KUBERNETES_RATELIMIT*
-// environment strictly and prints the effective settings.
+// environment strictly and prints the effective settings. status, with the
+// Redis store, prints every shared budget: used / limit in the current
+// window, waiting reservations, processes sharing it and cooldown left.
 //
 // config exits with status 2 when the configuration is invalid, printing
 // the error that names the variable.
@@ -37,6 +40,7 @@ commands:
   demo     run a load against a simulated API server through the limiter (-compare: also without it)
   load     run a read-only load against a real cluster (-kubeconfig F [-context C]) through the limiter
   config   load the KUBERNETES_RATELIMIT* environment strictly and print the effective settings
+  status   with the Redis store: every shared budget, its use, waiters, processes and cooldown (-watch)
 `
 
 func main() {
@@ -57,6 +61,8 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		return loadCmd(args[1:], environ, stdout, stderr)
 	case "config":
 		return configCmd(args[1:], environ, stdout, stderr)
+	case "status":
+		return statusCmd(args[1:], environ, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
