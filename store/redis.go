@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -210,6 +211,7 @@ type redisBudget struct {
 
 	procs    atomic.Int64 // processes last seen sharing it
 	lastUsed atomic.Int64 // localµs of the last Reserve
+	lastHere atomic.Int64 // localµs this process last refreshed its presence
 
 	mu          sync.Mutex
 	policy      Policy
@@ -226,6 +228,7 @@ func (s *Redis) budget(key string) *redisBudget {
 	}
 	b := &redisBudget{key: key, keys: redisKeys(key), heldByID: map[uint64]*heldRequest{}, outstanding: map[uint64]struct{}{}, ready: map[uint64]struct{}{}}
 	b.procs.Store(1)
+	b.lastHere.Store(math.MinInt64 / 2)
 	v, _ := s.budgets.LoadOrStore(key, b)
 	return v.(*redisBudget)
 }
@@ -249,12 +252,22 @@ func µs(d time.Duration) int64 {
 }
 
 // args returns the script arguments every script starts with.
-func (s *Redis) args(p Policy, extra ...any) []any {
-	windowed := "0"
+// args returns the arguments every script starts with (see lua/hot.lua),
+// followed by room for n more. They ask to refresh this process's
+// presence on the budget when force is set or it was last refreshed half
+// a presence interval ago.
+func (s *Redis) args(b *redisBudget, p Policy, force bool, n int) []any {
+	windowed, here := "0", "0"
 	if p.Strategy != Linear {
 		windowed = "1"
 	}
-	return append([]any{s.offset.Load(), s.proc, µs(s.ttl), windowed}, extra...)
+	now, last := s.localµs(), b.lastHere.Load()
+	if force || (now-last >= µs(s.opts.Presence/2) && b.lastHere.CompareAndSwap(last, now)) {
+		here = "1"
+	}
+	a := make([]any, 6, 6+n)
+	a[0], a[1], a[2], a[3], a[4], a[5] = s.offset.Load(), windowed, s.proc, µs(s.ttl), µs(max(p.Timespan, time.Microsecond)), here
+	return a
 }
 
 // call runs a script with the store's timeout.
@@ -285,7 +298,7 @@ const (
 func (s *Redis) reserve(ctx context.Context, b *redisBudget, p Policy, r Request, id uint64, held []*heldRequest, ahead time.Duration) (reply, error) {
 	limit := max(p.Limit, 1)
 	span := max(p.Timespan, time.Microsecond)
-	args := s.args(p, limit, µs(span), µs(r.MaxWait), µs(r.Jitter), s.member(id), len(held), µs(ahead))
+	args := append(s.args(b, p, false, 11), limit, µs(r.MaxWait), µs(r.Jitter), s.member(id), len(held), µs(ahead))
 	sc := scriptReserveWindow
 	if p.Strategy == Linear {
 		interval := max(span/time.Duration(limit), time.Microsecond)
@@ -314,8 +327,10 @@ func (s *Redis) reserve(ctx context.Context, b *redisBudget, p Policy, r Request
 		return reply{}, fmt.Errorf("store: unexpected reply %v", v)
 	}
 	n := func(i int) int64 { x, _ := a[i].(int64); return x }
-	b.procs.Store(max(n(3), 1))
-	rep := reply{status: n(0), wait: time.Duration(n(1)) * time.Microsecond, cooling: n(2) == 1, now: n(4), mark: n(5)}
+	rep := reply{status: n(0), wait: time.Duration(n(1)) * time.Microsecond, cooling: n(2) == 1, now: n(3), mark: n(4)}
+	if procs := n(5); procs > 0 {
+		b.procs.Store(procs)
+	}
 	s.skew.Store(rep.now - s.localµs())
 	return rep, nil
 }
@@ -404,7 +419,7 @@ func (s *Redis) Confirm(ctx context.Context, key string, id uint64) (time.Durati
 		return s.failedConfirm(ctx, b, id, left, err)
 	}
 	b.mu.Unlock()
-	v, err := s.call(ctx, scriptConfirm, b, s.args(p, s.member(id), max(p.Limit, 1), µs(max(p.Timespan, time.Microsecond))))
+	v, err := s.call(ctx, scriptConfirm, b, append(s.args(b, p, false, 2), s.member(id), max(p.Limit, 1)))
 	if err != nil {
 		return s.failedConfirm(ctx, b, id, 0, err)
 	}
@@ -463,7 +478,7 @@ func (s *Redis) Release(ctx context.Context, key string, id uint64) error {
 	if !mine || s.down.Load() {
 		return nil
 	}
-	if _, err := s.call(ctx, scriptRelease, b, s.args(p, s.member(id))); err != nil {
+	if _, err := s.call(ctx, scriptRelease, b, append(s.args(b, p, false, 1), s.member(id))); err != nil {
 		_, err = s.failed(ctx, err, func() (Reservation, error) { return Reservation{}, nil })
 		return err
 	}
@@ -479,7 +494,7 @@ func (s *Redis) SetCooldown(ctx context.Context, key string, p Policy, d time.Du
 		return local, nil
 	}
 	b := s.budget(key)
-	v, err := s.call(ctx, scriptCooldown, b, s.args(p, µs(max(d, 0)), µs(max(p.Timespan, time.Microsecond))))
+	v, err := s.call(ctx, scriptCooldown, b, append(s.args(b, p, true, 1), µs(max(d, 0))))
 	if err != nil {
 		return s.failedDuration(ctx, err, func() (time.Duration, error) { return local, nil })
 	}

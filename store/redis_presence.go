@@ -4,12 +4,24 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
-// refreshPresence refreshes, every Presence interval, this process's
-// presence on each budget it used within the last timespan or still holds
-// reservations on, so that the others know it is alive however long its
-// requests wait.
+// upkeepArgs are the arguments of lua/upkeep.lua.
+func (s *Redis) upkeepArgs(b *redisBudget, p Policy) []any { return s.args(b, p, true, 0) }
+
+// upkept records the answer of an upkeep: the processes sharing the budget.
+func (s *Redis) upkept(b *redisBudget, v any) {
+	if n, ok := v.(int64); ok && n > 0 {
+		b.procs.Store(n)
+	}
+}
+
+// refreshPresence runs, every presence interval, the upkeep of every
+// budget on which this process has requests waiting, pipelined, so that
+// the others know it is alive however long its requests wait, and the
+// slots of departed processes go to its waiters.
 func (s *Redis) refreshPresence() {
 	defer s.wg.Done()
 	t := time.NewTicker(s.opts.Presence)
@@ -20,26 +32,62 @@ func (s *Redis) refreshPresence() {
 			return
 		case <-t.C:
 		}
-		if s.down.Load() {
-			continue
-		}
-		s.budgets.Range(func(_, v any) bool {
-			b := v.(*redisBudget)
-			b.mu.Lock()
-			p, busy := b.policy, len(b.outstanding) > 0 || len(b.held) > 0
-			b.mu.Unlock()
-			if !busy && time.Duration(s.localµs()-b.lastUsed.Load())*time.Microsecond > p.Timespan+s.ttl {
-				return true
-			}
-			v2, err := s.call(context.Background(), scriptPing, b, s.args(p))
-			if err != nil {
+		if !s.down.Load() {
+			if err := s.upkeepAll(); err != nil {
 				s.trip(err)
-				return false
 			}
-			b.procs.Store(max(v2.(int64), 1))
-			return true
-		})
+		}
 	}
+}
+
+// upkeepBatch is how many upkeeps go in one pipeline.
+const upkeepBatch = 256
+
+// upkeepAll runs the upkeep of every budget with waiters, in pipelines.
+func (s *Redis) upkeepAll() error {
+	var batch []*redisBudget
+	var policies []Policy
+	var err error
+	s.budgets.Range(func(_, v any) bool {
+		b := v.(*redisBudget)
+		b.mu.Lock()
+		p, busy := b.policy, len(b.outstanding) > 0 || len(b.held) > 0
+		b.mu.Unlock()
+		if !busy {
+			return true
+		}
+		batch, policies = append(batch, b), append(policies, p)
+		if len(batch) == upkeepBatch {
+			err = s.upkeepPipelined(batch, policies)
+			batch, policies = batch[:0], policies[:0]
+		}
+		return err == nil
+	})
+	if err == nil && len(batch) > 0 {
+		err = s.upkeepPipelined(batch, policies)
+	}
+	return err
+}
+
+// upkeepPipelined runs the upkeep of budgets in one pipeline.
+func (s *Redis) upkeepPipelined(budgets []*redisBudget, policies []Policy) error {
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
+	defer cancel()
+	if err := scriptUpkeep.Load(ctx, s.client).Err(); err != nil {
+		return err
+	}
+	pipe := s.client.Pipeline()
+	cmds := make([]*redis.Cmd, len(budgets))
+	for i, b := range budgets {
+		cmds[i] = scriptUpkeep.EvalSha(ctx, pipe, b.keys, s.upkeepArgs(b, policies[i])...)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return err
+	}
+	for i, b := range budgets {
+		s.upkept(b, cmds[i].Val())
+	}
+	return nil
 }
 
 // Close stops the store's background work and releases this process's
@@ -63,7 +111,7 @@ func (s *Redis) Close() error {
 			if s.down.Load() {
 				return true
 			}
-			if _, err := s.call(context.Background(), scriptLeave, b, s.args(p)); err != nil {
+			if _, err := s.call(context.Background(), scriptLeave, b, s.args(b, p, true, 0)); err != nil {
 				errs = append(errs, err)
 			}
 			return true

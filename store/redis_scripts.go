@@ -8,8 +8,11 @@ import (
 
 // The Lua scripts of the Redis store. Each runs atomically on the Redis
 // server, reads time from it (TIME) and touches only the four keys of one
-// budget, passed through KEYS. The prelude is shared by all of them.
+// budget, passed through KEYS. hot.lua starts every script; prelude.lua
+// adds what the upkeep scripts share.
 var (
+	//go:embed lua/hot.lua
+	luaHot string
 	//go:embed lua/prelude.lua
 	luaPrelude string
 	//go:embed lua/reserve_window.lua
@@ -26,22 +29,29 @@ var (
 	luaStatus string
 	//go:embed lua/leave.lua
 	luaLeave string
-	//go:embed lua/ping.lua
-	luaPing string
+	//go:embed lua/upkeep.lua
+	luaUpkeep string
 )
 
+// The scripts a request runs, kept to a few commands each.
 var (
-	scriptReserveWindow = script(luaReserveWindow)
-	scriptReserveLinear = script(luaReserveLinear)
-	scriptConfirm       = script(luaConfirm)
-	scriptRelease       = script(luaRelease)
-	scriptCooldown      = script(luaCooldown)
-	scriptStatus        = script(luaStatus)
-	scriptLeave         = script(luaLeave)
-	scriptPing          = script(luaPing)
+	scriptReserveWindow = redis.NewScript(luaHot + "\n" + luaReserveWindow)
+	scriptReserveLinear = redis.NewScript(luaHot + "\n" + luaReserveLinear)
+	scriptConfirm       = redis.NewScript(luaHot + "\n" + luaConfirm)
+	scriptRelease       = redis.NewScript(luaHot + "\n" + luaRelease)
 )
 
-func script(body string) *redis.Script { return redis.NewScript(luaPrelude + "\n" + body) }
+// The scripts off a request's path.
+var (
+	scriptUpkeep   = upkeepScript(luaUpkeep)
+	scriptCooldown = upkeepScript(luaCooldown)
+	scriptStatus   = upkeepScript(luaStatus)
+	scriptLeave    = upkeepScript(luaLeave)
+)
+
+func upkeepScript(body string) *redis.Script {
+	return redis.NewScript(luaHot + "\n" + luaPrelude + "\n" + body)
+}
 
 // redisKeys returns the four Redis keys of a budget. They all carry the
 // budget key as their hash tag, so that they live in one Cluster slot.

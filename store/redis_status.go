@@ -65,7 +65,7 @@ func (s *Redis) status(ctx context.Context, keys []string) (BudgetStatus, error)
 }
 
 func (s *Redis) statusOn(ctx context.Context, c redis.Scripter, keys []string) (BudgetStatus, error) {
-	v, err := scriptStatus.Run(ctx, c, keys, s.offset.Load(), s.proc, µs(s.ttl), "1").Result()
+	v, err := scriptStatus.Run(ctx, c, keys, s.offset.Load(), "1", s.proc, µs(s.ttl), 1, "0").Result()
 	if err != nil {
 		return BudgetStatus{}, err
 	}

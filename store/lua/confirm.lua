@@ -1,8 +1,8 @@
--- Confirm a waiting reservation when its waiter wakes. ARGV[5] member,
--- [6] limit, [7] span (µs). Returns the µs left until its slot (0: send
+-- Confirm a waiting reservation when its waiter wakes. ARGV[7] member,
+-- [8] limit. Returns the µs left until its slot (0: send
 -- now), or -1 when the budget no longer holds it.
-local member, limit, span = ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[7])
-presence()
+local member, limit = ARGV[7], tonumber(ARGV[8])
+here()
 local s = redis.call('ZSCORE', W, member)
 if not s then return -1 end
 s = tonumber(s)
@@ -37,5 +37,4 @@ for j = limit + 1, #at do
     end
   end
 end
-expire(span)
 return 0

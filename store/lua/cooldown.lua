@@ -1,8 +1,8 @@
--- Extend the budget's cooldown to now + ARGV[5] (µs) and move every
+-- Extend the budget's cooldown to now + ARGV[7] (µs) and move every
 -- outstanding reservation later by the same amount, so that the earliest
--- starts no sooner than its end. ARGV[6] span (µs). Returns {µs left,
--- µs every reservation moved}.
-local until_, span = now + tonumber(ARGV[5]), tonumber(ARGV[6])
+-- starts no sooner than its end. Returns {µs left, µs every reservation
+-- moved}.
+local until_ = now + tonumber(ARGV[7])
 presence()
 local cd = hnum('cd')
 if until_ <= cd then return {cd - now, 0} end
@@ -22,5 +22,5 @@ if earliest and earliest < until_ then
     if v > now then redis.call('HSET', M, f, v + delta) end
   end
 end
-expire(span)
+renew(0, until_, nil)
 return {until_ - now, delta}

@@ -1,26 +1,4 @@
--- Shared by every script. KEYS: the budget's entries (W: every send of a
--- window; the waiting reservations of a linear budget), its freed slots
--- (F), its state (M) and the presence of the processes sharing it (P). All
--- four carry the budget key in a hash tag: one Cluster slot.
--- ARGV[1] time offset (µs, 0 outside tests), ARGV[2] this process's name,
--- ARGV[3] how long its presence lasts (µs), ARGV[4] 1 for a window budget.
--- Times are µs of the Redis server's clock, never a client's.
-local W, F, M, P = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local proc = ARGV[2]
-local ttl = tonumber(ARGV[3])
-local windowed = ARGV[4] == '1'
-local clock = redis.call('TIME')
-local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2]) + tonumber(ARGV[1])
-
-local function num(n) return string.format('%.0f', n) end
-
--- free turns a waiting reservation into a freed slot: a window keeps it
--- counted until a newcomer claims it, so later reservations stay valid.
-local function free(m, s)
-  redis.call('ZREM', W, m)
-  if windowed then redis.call('ZADD', W, s, '~' .. m) end
-  redis.call('ZADD', F, s, '~' .. m)
-end
+-- Shared by the scripts that are not on a request's path, after hot.lua.
 
 -- compact gives the slots ahead that were freed to the waiting
 -- reservations after them, in order: each waiter moves to the earliest
@@ -85,26 +63,4 @@ end
 
 local function hnum(field)
   return tonumber(redis.call('HGET', M, field) or '0') or 0
-end
-
-local function latest(key)
-  local e = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-  if #e == 0 then return 0 end
-  return tonumber(e[2])
-end
-
--- expire makes every key of the budget vanish by itself once nothing in it
--- can matter: span after the latest instant it holds.
-local function expire(span)
-  local until_ = math.max(latest(W), latest(F), hnum('cd'), hnum('last'), hnum('tat'), now)
-  local ms = math.ceil((until_ - now + span + ttl) / 1000) + 1000
-  for _, k in ipairs({W, F, M, P}) do redis.call('PEXPIRE', k, ms) end
-end
-
--- jitter returns the part of j that keeps a wait within maxwait.
-local function jitter(wait, j, maxwait)
-  if j <= 0 then return 0 end
-  local room = maxwait - wait
-  if room < j then return math.max(room, 0) end
-  return j
 end

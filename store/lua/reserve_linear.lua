@@ -1,33 +1,29 @@
--- Reserve one slot of a linear budget (GCRA). ARGV[5] limit, [6] span
--- (µs), [7] max wait (µs), [8] jitter (µs), [9] the reservation's member,
--- [10] how many requests of this process wait in-process before it,
--- [11] how far ahead (µs) a reservation may be recorded, [12] the
--- theoretical arrival time after those held requests (0: none), [13]
--- interval (µs), [14] burst allowance tau (µs).
--- Returns {status, wait µs, cooling 0/1, processes, now µs, tat µs}: as
+-- Reserve one slot of a linear budget (GCRA). ARGV[7] limit, [8] max wait
+-- (µs), [9] jitter (µs), [10] the reservation's member, [11] how many
+-- requests of this process wait in-process before it, [12] how far ahead
+-- (µs) a reservation may be recorded, [13] the theoretical arrival time
+-- after those held requests (0: none), [14] interval (µs), [15] burst
+-- allowance tau (µs).
+-- Returns {status, wait µs, cooling 0/1, now µs, tat µs, processes}: as
 -- reserve_window, with the theoretical arrival time after this request.
-local limit, span = tonumber(ARGV[5]), tonumber(ARGV[6])
-local maxwait, jit = tonumber(ARGV[7]), tonumber(ARGV[8])
-local member, held, horizon = ARGV[9], tonumber(ARGV[10]), tonumber(ARGV[11])
-local heldTat, interval, tau = tonumber(ARGV[12]), tonumber(ARGV[13]), tonumber(ARGV[14])
+local limit, maxwait, jit = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
+local member, held, horizon = ARGV[10], tonumber(ARGV[11]), tonumber(ARGV[12])
+local heldTat, interval, tau = tonumber(ARGV[13]), tonumber(ARGV[14]), tonumber(ARGV[15])
 
-local procs = presence()
-redis.call('ZREMRANGEBYSCORE', W, '-inf', num(now - span))
-redis.call('ZREMRANGEBYSCORE', F, '-inf', '(' .. num(now))
-local cd = hnum('cd')
+local st = redis.call('HMGET', M, 'cd', 'tat', 'nf', 'ren')
+local cd = tonumber(st[1]) or 0
+renew(tonumber(st[4]) or 0, cd, limit)
+local procs = here()
 local cooling = 0
 if cd > now then cooling = 1 end
 local t0 = math.max(now, cd)
-local tat = math.max(hnum('tat'), heldTat)
+local tat = math.max(tonumber(st[2]) or 0, heldTat)
 local slot = math.max(t0, tat + held * interval - tau)
 
-local freed = redis.call('ZRANGEBYSCORE', F, num(t0), num(slot), 'WITHSCORES', 'LIMIT', 0, 1)
-if #freed > 0 then
-  local at = tonumber(freed[2])
-  if at - now > maxwait then return {0, at - now, cooling, procs, now, tat} end
-  redis.call('ZREM', F, freed[1])
-  if at > now then redis.call('ZADD', W, at, member) end
-  return {1, at - now, cooling, procs, now, tat}
+local at = claim(tonumber(st[3]) or 0, t0, slot, member, maxwait)
+if at then
+  if at - now > maxwait then return {0, at - now, cooling, now, tat, procs} end
+  return {1, at - now, cooling, now, tat, procs}
 end
 
 local wait, j = slot - now, 0
@@ -36,10 +32,9 @@ if wait > 0 then
   slot = slot + j
   wait = wait + j
 end
-if wait > maxwait then return {0, wait, cooling, procs, now, tat} end
+if wait > maxwait then return {0, wait, cooling, now, tat, procs} end
 local after = math.max(tat, t0) + interval + j
-if wait > 0 and (held > 0 or wait > horizon) then return {2, wait, cooling, procs, now, after} end
-redis.call('HSET', M, 'tat', after, 'limit', limit, 'span', span, 'strategy', 'linear')
+if wait > 0 and (held > 0 or wait > horizon) then return {2, wait, cooling, now, after, procs} end
 if wait > 0 then redis.call('ZADD', W, slot, member) end
-expire(span)
-return {1, wait, cooling, procs, now, after}
+redis.call('HSET', M, 'tat', after)
+return {1, wait, cooling, now, after, procs}

@@ -1,25 +1,24 @@
--- Reserve one slot of a window budget. ARGV[5] limit, [6] span (µs),
--- [7] max wait (µs), [8] jitter (µs), [9] the reservation's member,
--- [10] how many requests of this process wait in-process before it,
--- [11] how far ahead (µs) a reservation may be recorded, [12] the latest
--- slot given to those held requests before jitter (0: none), [13] the
--- slot of the held request that is the L-th latest before this one (-1:
--- it is recorded in Redis).
--- Returns {status, wait µs, cooling 0/1, processes, now µs, base µs}:
--- status 0 refused, 1 recorded, 2 to be held in-process (nothing recorded).
-local limit, span = tonumber(ARGV[5]), tonumber(ARGV[6])
-local maxwait, jit = tonumber(ARGV[7]), tonumber(ARGV[8])
-local member, held, horizon = ARGV[9], tonumber(ARGV[10]), tonumber(ARGV[11])
-local heldFloor, heldLth = tonumber(ARGV[12]), tonumber(ARGV[13])
+-- Reserve one slot of a window budget. ARGV[7] limit, [8] max wait (µs),
+-- [9] jitter (µs), [10] the reservation's member, [11] how many requests
+-- of this process wait in-process before it, [12] how far ahead (µs) a
+-- reservation may be recorded, [13] the latest slot given to those held
+-- requests before jitter (0: none), [14] the slot of the held request that
+-- is the L-th latest before this one (-1: it is recorded in Redis).
+-- Returns {status, wait µs, cooling 0/1, now µs, base µs, processes}:
+-- status 0 refused, 1 recorded, 2 to be held in-process (nothing
+-- recorded); processes -1 when not counted.
+local limit, maxwait, jit = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
+local member, held, horizon = ARGV[10], tonumber(ARGV[11]), tonumber(ARGV[12])
+local heldFloor, heldLth = tonumber(ARGV[13]), tonumber(ARGV[14])
 
-local procs = presence()
-redis.call('ZREMRANGEBYSCORE', W, '-inf', num(now - span))
-redis.call('ZREMRANGEBYSCORE', F, '-inf', '(' .. num(now))
-local cd = hnum('cd')
+local st = redis.call('HMGET', M, 'cd', 'last', 'nf', 'ren')
+local cd = tonumber(st[1]) or 0
+renew(tonumber(st[4]) or 0, cd, limit)
+local procs = here()
+redis.call('ZREMRANGEBYSCORE', W, '(0', num(now - span))
 local cooling = 0
 if cd > now then cooling = 1 end
-local t0 = math.max(now, cd)
-t0 = math.max(t0, hnum('last'))
+local t0 = math.max(now, cd, tonumber(st[2]) or 0)
 
 -- The earliest instant for the request, after the held ones: no earlier
 -- than the L-th latest send plus one span, nor than the latest slot given.
@@ -27,22 +26,15 @@ local slot = math.max(t0, heldFloor)
 if heldLth >= 0 then
   slot = math.max(slot, heldLth + span)
 else
-  local g = redis.call('ZCARD', W) + held - limit
-  if g >= 0 then
-    local e = redis.call('ZRANGE', W, g, g, 'WITHSCORES')
-    slot = math.max(slot, tonumber(e[2]) + span)
-  end
+  local e = redis.call('ZRANGE', W, held - limit, held - limit, 'WITHSCORES')
+  if #e > 0 then slot = math.max(slot, tonumber(e[2]) + span) end
 end
 
 -- A released slot between the cooldown's end and that instant is claimed.
-local freed = redis.call('ZRANGEBYSCORE', F, num(math.max(now, cd)), num(slot), 'WITHSCORES', 'LIMIT', 0, 1)
-if #freed > 0 then
-  local at = tonumber(freed[2])
-  if at - now > maxwait then return {0, at - now, cooling, procs, now, at} end
-  redis.call('ZREM', F, freed[1])
-  redis.call('ZREM', W, freed[1])
-  redis.call('ZADD', W, at, member)
-  return {1, at - now, cooling, procs, now, at}
+local at = claim(tonumber(st[3]) or 0, math.max(now, cd), slot, member, maxwait)
+if at then
+  if at - now > maxwait then return {0, at - now, cooling, now, at, procs} end
+  return {1, at - now, cooling, now, at, procs}
 end
 
 local base, wait = slot, slot - now
@@ -50,9 +42,8 @@ if wait > 0 then
   slot = slot + jitter(wait, jit, maxwait)
   wait = slot - now
 end
-if wait > maxwait then return {0, wait, cooling, procs, now, base} end
-if wait > 0 and (held > 0 or wait > horizon) then return {2, wait, cooling, procs, now, base} end
+if wait > maxwait then return {0, wait, cooling, now, base, procs} end
+if wait > 0 and (held > 0 or wait > horizon) then return {2, wait, cooling, now, base, procs} end
 redis.call('ZADD', W, slot, member)
-redis.call('HSET', M, 'last', base, 'limit', limit, 'span', span, 'strategy', 'window')
-expire(span)
-return {1, wait, cooling, procs, now, base}
+redis.call('HSET', M, 'last', base)
+return {1, wait, cooling, now, base, procs}

@@ -1,0 +1,92 @@
+-- Shared by every script. KEYS: the budget's entries (W: every send of a
+-- window; the waiting reservations of a linear budget), its freed slots
+-- (F), its state (M) and the presence of the processes sharing it (P). All
+-- four carry the budget key in a hash tag: one Cluster slot.
+-- ARGV[1] time offset (µs, 0 outside tests), [2] 1 for a window budget,
+-- [3] this process's name, [4] how long its presence lasts (µs), [5] the
+-- timespan (µs), [6] 1 to refresh this process's presence (about once a
+-- second per budget), then each script's own.
+-- Times are µs of the Redis server's clock, never a client's.
+--
+-- The scripts a request runs (reserve, confirm, release) are kept to a few
+-- commands; what keeps the budget tidy runs rarely: renew, at most every
+-- renewEvery, and the upkeep of upkeep.lua while this process has
+-- requests waiting.
+local W, F, M, P = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local windowed = ARGV[2] == '1'
+local proc, ttl, span = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2]) + tonumber(ARGV[1])
+local renewEvery = math.max(span, 10000000)
+
+local function num(n) return string.format('%.0f', n) end
+
+-- here refreshes this process's presence when asked to, and returns the
+-- number of processes sharing the budget (-1: not counted).
+local function here()
+  if ARGV[6] ~= '1' then return -1 end
+  redis.call('ZADD', P, now + ttl, proc)
+  return redis.call('ZCOUNT', P, '(' .. num(now), '+inf')
+end
+
+-- renew, at most every renewEvery (and on a budget's first use), drops
+-- freed slots already past and abandoned linear reservations, makes W and
+-- F exist (a member at instant 0 constrains nothing), records the policy
+-- for status, and pushes the expiry of all four keys past every instant
+-- they can hold until the next renewal: each instant recorded meanwhile
+-- lies at most a timespan after the cooldown's end or the time it was
+-- recorded, and must count for a timespan after that.
+local function renew(due, cd, limit)
+  if due > now then return end
+  redis.call('ZREMRANGEBYSCORE', F, '-inf', '(' .. num(now))
+  if not windowed then redis.call('ZREMRANGEBYSCORE', W, '-inf', num(now - span)) end
+  redis.call('ZADD', W, 0, '!')
+  redis.call('ZADD', F, 0, '!')
+  redis.call('ZADD', P, now + ttl, proc)
+  redis.call('HSET', M, 'nf', redis.call('ZCOUNT', F, '(0', '+inf'), 'ren', now + renewEvery, 'span', span)
+  if limit then
+    local strategy = 'linear'
+    if windowed then strategy = 'window' end
+    redis.call('HSET', M, 'limit', limit, 'strategy', strategy)
+  end
+  local ms = math.ceil((math.max(cd, now) - now + 2 * span + renewEvery + ttl) / 1000) + 5000
+  for _, k in ipairs({W, F, M, P}) do redis.call('PEXPIRE', k, ms) end
+end
+
+-- free turns a waiting reservation into a freed slot: a window keeps it
+-- counted until a newcomer claims it, so later reservations stay valid.
+-- M's nf counts the freed slots, so that a reserve looks for one only when
+-- there are some.
+local function free(m, s)
+  redis.call('ZREM', W, m)
+  if windowed then redis.call('ZADD', W, s, '~' .. m) end
+  redis.call('ZADD', F, s, '~' .. m)
+  redis.call('HINCRBY', M, 'nf', 1)
+end
+
+-- claim gives the earliest freed slot from t0 to slot, if any, to member
+-- and returns its instant (nil: none). nf is the count of freed slots.
+local function claim(nf, t0, slot, member, maxwait)
+  if nf <= 0 then return nil end
+  local freed = redis.call('ZRANGEBYSCORE', F, num(t0), num(slot), 'WITHSCORES', 'LIMIT', 0, 1)
+  if #freed == 0 then return nil end
+  local at = tonumber(freed[2])
+  if at - now > maxwait then return at end
+  redis.call('ZREM', F, freed[1])
+  redis.call('HINCRBY', M, 'nf', -1)
+  if windowed then
+    redis.call('ZREM', W, freed[1])
+    redis.call('ZADD', W, at, member)
+  elseif at > now then
+    redis.call('ZADD', W, at, member)
+  end
+  return at
+end
+
+-- jitter returns the part of j that keeps a wait within maxwait.
+local function jitter(wait, j, maxwait)
+  if j <= 0 then return 0 end
+  local room = maxwait - wait
+  if room < j then return math.max(room, 0) end
+  return j
+end
