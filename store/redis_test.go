@@ -2,9 +2,11 @@ package store_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -56,4 +58,45 @@ func TestRedisKeysShareOneSlot(t *testing.T) {
 		slots[slot] = true
 	}
 	assert.Len(t, slots, 1, "all keys of a budget map to one Cluster slot: %v", keys)
+}
+
+// TestRedisClusterConformance runs the conformance suite through a cluster
+// client against a real Redis Cluster of three primaries: every script
+// passes all its keys through KEYS, in one slot, or Redis refuses it.
+func TestRedisClusterConformance(t *testing.T) {
+	cc := redistest.StartCluster(t, 3)
+	storetest.Run(t, func(t *testing.T) storetest.Harness {
+		require.NoError(t, cc.ForEachMaster(context.Background(), func(ctx context.Context, c *redis.Client) error {
+			return c.FlushAll(ctx).Err()
+		}))
+		s := store.NewRedis(cc, store.RedisOptions{})
+		t.Cleanup(func() { _ = s.Close() })
+		return storetest.Harness{Store: s, Advance: s.Advance, Now: s.Now, Tolerance: redisTolerance}
+	})
+}
+
+// TestRedisClusterBudgetsFromEveryPrimary checks that status finds the
+// budgets on every primary of a cluster.
+func TestRedisClusterBudgetsFromEveryPrimary(t *testing.T) {
+	cc := redistest.StartCluster(t, 3)
+	ctx := context.Background()
+	s := store.NewRedis(cc, store.RedisOptions{})
+	t.Cleanup(func() { _ = s.Close() })
+	p := store.Policy{Strategy: store.Window, Limit: 10, Timespan: time.Minute}
+	var keys []string
+	for i := range 12 {
+		key := fmt.Sprintf("k8s:ops:api-%d.example.com", i)
+		keys = append(keys, key)
+		_, err := s.Reserve(ctx, key, p, store.Request{MaxWait: store.NoMaxWait})
+		require.NoError(t, err)
+	}
+	budgets, err := s.Budgets(ctx)
+	require.NoError(t, err)
+	var found []string
+	for _, b := range budgets {
+		found = append(found, b.Key)
+		assert.Equal(t, 1, b.Used, b.Key)
+		assert.Equal(t, 10, b.Limit, b.Key)
+	}
+	assert.ElementsMatch(t, keys, found)
 }

@@ -179,3 +179,50 @@ func freePort(t testing.TB) int {
 
 // String describes the server for test logs.
 func (s *Server) String() string { return fmt.Sprintf("redis-server %s", s.Addr()) }
+
+// StartCluster starts a Redis Cluster of n primaries (no replicas) on free
+// loopback ports, splits the hash slots among them, waits until the
+// cluster is ready and stops it when the test ends. It returns a cluster
+// client.
+func StartCluster(t testing.TB, n int) *redis.ClusterClient {
+	t.Helper()
+	nodes := make([]*Server, n)
+	for i := range nodes {
+		nodes[i] = Start(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "5000")
+	}
+	ctx := context.Background()
+	const slots = 16384
+	for i, s := range nodes {
+		c := s.Client()
+		if i > 0 {
+			if err := c.ClusterMeet(ctx, "127.0.0.1", strconv.Itoa(nodes[0].port)).Err(); err != nil {
+				t.Fatalf("CLUSTER MEET: %v", err)
+			}
+		}
+		from, to := i*slots/n, (i+1)*slots/n-1
+		if err := c.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", from, to).Err(); err != nil {
+			t.Fatalf("CLUSTER ADDSLOTSRANGE %d %d: %v", from, to, err)
+		}
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for _, s := range nodes {
+		c := s.Client()
+		for {
+			info, err := c.ClusterInfo(ctx).Result()
+			if err == nil && strings.Contains(info, "cluster_state:ok") && strings.Contains(info, fmt.Sprintf("cluster_known_nodes:%d", n)) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the Redis Cluster of %d nodes did not become ready: %v\n%s", n, err, info)
+			}
+			time.Sleep(50 * time.Millisecond) // polling the cluster's own convergence
+		}
+	}
+	addrs := make([]string, n)
+	for i, s := range nodes {
+		addrs[i] = s.Addr()
+	}
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = cc.Close() })
+	return cc
+}
