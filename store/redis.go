@@ -110,7 +110,8 @@ type Redis struct {
 	down      atomic.Bool
 	lastErr   atomic.Pointer[error]
 	fallback  *Memory
-	ownClient bool
+	ownClient bool // made by the store, closed by Close
+	bounded   bool // the client bounds every call by the timeout itself
 
 	notify notifier
 
@@ -129,6 +130,13 @@ const fallbackID = uint64(1) << 63
 // this process's presence; Close stops it and releases this process's
 // reservations.
 func NewRedis(client redis.UniversalClient, opts RedisOptions) *Redis {
+	s := newRedis(client, opts, false)
+	return s
+}
+
+// newRedis is NewRedis; own reports that the store made client, with
+// timeouts of its own, and closes it.
+func newRedis(client redis.UniversalClient, opts RedisOptions, own bool) *Redis {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 500 * time.Millisecond
 	}
@@ -143,15 +151,17 @@ func NewRedis(client redis.UniversalClient, opts RedisOptions) *Redis {
 		log = logr.Discard()
 	}
 	s := &Redis{
-		client:   client,
-		opts:     opts,
-		log:      log.WithName("redis-store"),
-		proc:     processName(),
-		ttl:      opts.Presence * 3 / 2,
-		epoch:    time.Now(),
-		fallback: NewMemory(nil),
-		done:     make(chan struct{}),
+		client:    client,
+		opts:      opts,
+		log:       log.WithName("redis-store"),
+		proc:      processName(),
+		ttl:       opts.Presence * 3 / 2,
+		epoch:     time.Now(),
+		fallback:  NewMemory(nil),
+		done:      make(chan struct{}),
+		ownClient: own,
 	}
+	s.bounded = boundsCalls(client, opts.Timeout)
 	s.wg.Add(2)
 	go s.refreshPresence()
 	go s.checkServer()
@@ -167,9 +177,7 @@ func NewRedisFromURL(rawURL string, opts RedisOptions) (*Redis, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := NewRedis(client, opts)
-	s.ownClient = true
-	return s, nil
+	return newRedis(client, opts, true), nil
 }
 
 // processName returns a random name for this process in shared budgets.
@@ -252,18 +260,26 @@ func µs(d time.Duration) int64 {
 }
 
 // args returns the script arguments every script starts with.
+// countEvery is how often a process's requests on a budget count the
+// processes sharing it (for FailLocal's share).
+const countEvery = 5 * time.Second
+
 // args returns the arguments every script starts with (see lua/hot.lua),
 // followed by room for n more. They ask to refresh this process's
-// presence on the budget when force is set or it was last refreshed half
-// a presence interval ago.
+// presence on the budget, and count the processes sharing it, when force
+// is set or countEvery has passed; to refresh it only with a reservation
+// ahead when it was last refreshed half a presence interval ago.
 func (s *Redis) args(b *redisBudget, p Policy, force bool, n int) []any {
 	windowed, here := "0", "0"
 	if p.Strategy != Linear {
 		windowed = "1"
 	}
 	now, last := s.localµs(), b.lastHere.Load()
-	if force || (now-last >= µs(s.opts.Presence/2) && b.lastHere.CompareAndSwap(last, now)) {
+	switch {
+	case force || (now-last >= µs(countEvery) && b.lastHere.CompareAndSwap(last, now)):
 		here = "1"
+	case now-last >= µs(s.opts.Presence/2):
+		here = "2"
 	}
 	a := make([]any, 6, 6+n)
 	a[0], a[1], a[2], a[3], a[4], a[5] = s.offset.Load(), windowed, s.proc, µs(s.ttl), µs(max(p.Timespan, time.Microsecond)), here
@@ -271,9 +287,17 @@ func (s *Redis) args(b *redisBudget, p Policy, force bool, n int) []any {
 }
 
 // call runs a script with the store's timeout.
+//
+// A client that bounds every dial, pool wait, read and write by the
+// timeout itself and honours a sooner deadline of ctx (see boundsCalls),
+// as those NewRedisFromURL builds do, needs no context with the timeout,
+// which costs a timer per call.
 func (s *Redis) call(ctx context.Context, sc *redis.Script, b *redisBudget, args []any) (any, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
-	defer cancel()
+	if !s.bounded {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.opts.Timeout)
+		defer cancel()
+	}
 	return sc.Run(ctx, s.client, b.keys, args...).Result()
 }
 
@@ -328,6 +352,9 @@ func (s *Redis) reserve(ctx context.Context, b *redisBudget, p Policy, r Request
 	}
 	n := func(i int) int64 { x, _ := a[i].(int64); return x }
 	rep := reply{status: n(0), wait: time.Duration(n(1)) * time.Microsecond, cooling: n(2) == 1, now: n(3), mark: n(4)}
+	if rep.status == recorded && rep.wait > 0 && args[5] == "2" {
+		b.lastHere.Store(s.localµs()) // the script refreshed the presence
+	}
 	if procs := n(5); procs > 0 {
 		b.procs.Store(procs)
 	}

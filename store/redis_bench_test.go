@@ -114,7 +114,7 @@ func BenchmarkRedisAdmission(b *testing.B) {
 					name = k.name + "/" + n.name + "/parallel"
 				}
 				b.Run(name, func(b *testing.B) {
-					c := srv.Client()
+					c := benchClient(b, srv)
 					if err := c.FlushAll(ctx).Err(); err != nil {
 						b.Fatal(err)
 					}
@@ -160,7 +160,7 @@ func BenchmarkRedisAdmissionPaired(b *testing.B) {
 	ctx := context.Background()
 	for _, n := range redisBudgetCounts {
 		b.Run(n.name, func(b *testing.B) {
-			c := srv.Client()
+			c := benchClient(b, srv)
 			if err := c.FlushAll(ctx).Err(); err != nil {
 				b.Fatal(err)
 			}
@@ -263,4 +263,15 @@ func redisUsedMemory(tb testing.TB, c *redis.Client) int64 {
 	}
 	tb.Fatal("INFO memory has no used_memory")
 	return 0
+}
+
+// benchClient is the client every contender shares, with the timeouts the
+// store's own clients have (store.NewRedisFromURL): every call bounded by
+// 500ms, so that the store needs no per-call context.
+func benchClient(b *testing.B, srv *redistest.Server) *redis.Client {
+	const timeout = 500 * time.Millisecond
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1,
+		DialTimeout: timeout, PoolTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout})
+	b.Cleanup(func() { _ = c.Close() })
+	return c
 }

@@ -29,7 +29,7 @@ func clientFromURL(rawURL string, timeout time.Duration) (redis.UniversalClient,
 			return nil, fmt.Errorf("store: redis cluster URL: %w", err)
 		}
 		o.ContextTimeoutEnabled = true
-		o.DialTimeout, o.ReadTimeout, o.WriteTimeout = timeout, timeout, timeout
+		o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.PoolTimeout = timeout, timeout, timeout, timeout
 		o.MaxRetries = -1
 		if u.Scheme == "rediss" && o.TLSConfig == nil {
 			o.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
@@ -41,7 +41,7 @@ func clientFromURL(rawURL string, timeout time.Duration) (redis.UniversalClient,
 		return nil, fmt.Errorf("store: redis URL: %w", err)
 	}
 	o.ContextTimeoutEnabled = true
-	o.DialTimeout, o.ReadTimeout, o.WriteTimeout = timeout, timeout, timeout
+	o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.PoolTimeout = timeout, timeout, timeout, timeout
 	o.MaxRetries = -1
 	return redis.NewClient(o), nil
 }
@@ -78,4 +78,27 @@ func infoField(info, name string) string {
 func major(version string) int {
 	n, _ := strconv.Atoi(strings.SplitN(version, ".", 2)[0])
 	return n
+}
+
+// boundsCalls reports whether client bounds every call by timeout on its
+// own: it honours context deadlines and its dial, pool, read and write
+// timeouts are all positive and no longer than timeout.
+func boundsCalls(client redis.UniversalClient, timeout time.Duration) bool {
+	within := func(ds ...time.Duration) bool {
+		for _, d := range ds {
+			if d <= 0 || d > timeout {
+				return false
+			}
+		}
+		return true
+	}
+	switch c := client.(type) {
+	case *redis.Client:
+		o := c.Options()
+		return o.ContextTimeoutEnabled && within(o.DialTimeout, o.PoolTimeout, o.ReadTimeout, o.WriteTimeout)
+	case *redis.ClusterClient:
+		o := c.Options()
+		return o.ContextTimeoutEnabled && within(o.DialTimeout, o.PoolTimeout, o.ReadTimeout, o.WriteTimeout)
+	}
+	return false
 }

@@ -2,7 +2,7 @@
 -- [8] limit. Returns the µs left until its slot (0: send
 -- now), or -1 when the budget no longer holds it.
 local member, limit = ARGV[7], tonumber(ARGV[8])
-here()
+here(true)
 local s = redis.call('ZSCORE', W, member)
 if not s then return -1 end
 s = tonumber(s)

@@ -4,8 +4,10 @@
 -- four carry the budget key in a hash tag: one Cluster slot.
 -- ARGV[1] time offset (µs, 0 outside tests), [2] 1 for a window budget,
 -- [3] this process's name, [4] how long its presence lasts (µs), [5] the
--- timespan (µs), [6] 1 to refresh this process's presence (about once a
--- second per budget), then each script's own.
+-- timespan (µs), [6] whether to refresh this process's presence: 1 yes,
+-- and count the processes (every few seconds per budget); 2 only if this
+-- call records a reservation ahead (when the presence may be lapsing);
+-- 0 no. Then each script's own.
 -- Times are µs of the Redis server's clock, never a client's.
 --
 -- The scripts a request runs (reserve, confirm, release) are kept to a few
@@ -17,16 +19,20 @@ local windowed = ARGV[2] == '1'
 local proc, ttl, span = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2]) + tonumber(ARGV[1])
-local renewEvery = math.max(span, 10000000)
+local renewEvery = math.max(span, 60000000)
 
 local function num(n) return string.format('%.0f', n) end
 
--- here refreshes this process's presence when asked to, and returns the
--- number of processes sharing the budget (-1: not counted).
-local function here()
-  if ARGV[6] ~= '1' then return -1 end
-  redis.call('ZADD', P, now + ttl, proc)
-  return redis.call('ZCOUNT', P, '(' .. num(now), '+inf')
+-- here refreshes this process's presence when asked to (ahead: this call
+-- records a reservation ahead), and returns the number of processes
+-- sharing the budget (-1: not counted).
+local function here(ahead)
+  if ARGV[6] == '1' then
+    redis.call('ZADD', P, now + ttl, proc)
+    return redis.call('ZCOUNT', P, '(' .. num(now), '+inf')
+  end
+  if ARGV[6] == '2' and ahead then redis.call('ZADD', P, now + ttl, proc) end
+  return -1
 end
 
 -- renew, at most every renewEvery (and on a budget's first use), drops

@@ -13,7 +13,7 @@ local heldTat, interval, tau = tonumber(ARGV[13]), tonumber(ARGV[14]), tonumber(
 local st = redis.call('HMGET', M, 'cd', 'tat', 'nf', 'ren')
 local cd = tonumber(st[1]) or 0
 renew(tonumber(st[4]) or 0, cd, limit)
-local procs = here()
+local procs = here(false)
 local cooling = 0
 if cd > now then cooling = 1 end
 local t0 = math.max(now, cd)
@@ -35,6 +35,9 @@ end
 if wait > maxwait then return {0, wait, cooling, now, tat, procs} end
 local after = math.max(tat, t0) + interval + j
 if wait > 0 and (held > 0 or wait > horizon) then return {2, wait, cooling, now, after, procs} end
-if wait > 0 then redis.call('ZADD', W, slot, member) end
+if wait > 0 then
+  redis.call('ZADD', W, slot, member)
+  here(true)
+end
 redis.call('HSET', M, 'tat', after)
 return {1, wait, cooling, now, after, procs}

@@ -14,7 +14,7 @@ local heldFloor, heldLth = tonumber(ARGV[13]), tonumber(ARGV[14])
 local st = redis.call('HMGET', M, 'cd', 'last', 'nf', 'ren')
 local cd = tonumber(st[1]) or 0
 renew(tonumber(st[4]) or 0, cd, limit)
-local procs = here()
+local procs = here(false)
 redis.call('ZREMRANGEBYSCORE', W, '(0', num(now - span))
 local cooling = 0
 if cd > now then cooling = 1 end
@@ -46,4 +46,5 @@ if wait > maxwait then return {0, wait, cooling, now, base, procs} end
 if wait > 0 and (held > 0 or wait > horizon) then return {2, wait, cooling, now, base, procs} end
 redis.call('ZADD', W, slot, member)
 redis.call('HSET', M, 'last', base)
+if wait > 0 then here(true) end
 return {1, wait, cooling, now, base, procs}
