@@ -18,6 +18,7 @@ import (
 
 	"github.com/k8sratelimit/k8sratelimit"
 	"github.com/k8sratelimit/k8sratelimit/internal/apisim"
+	"github.com/k8sratelimit/k8sratelimit/internal/redistest"
 )
 
 // The metrics count what real traffic did, labelled by cluster name.
@@ -132,6 +133,77 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name string, labels ma
 			if maps.Equal(got, labels) {
 				return m.GetCounter().GetValue()
 			}
+		}
+	}
+	return 0
+}
+
+// The store metrics count a Redis outage seen by real traffic: the errors,
+// the outage, the requests the failure policy decided, and the return.
+func TestMetricsOfARedisOutage(t *testing.T) {
+	redisSrv := redistest.Start(t)
+	api := apisim.New()
+	defer api.Close()
+
+	reg := prometheus.NewRegistry()
+	cfg, err := k8sratelimit.LoadConfig([]string{
+		"KUBERNETES_RATELIMIT_STORE=redis",
+		"KUBERNETES_RATELIMIT_OWNER=metrics-test",
+		"KUBERNETES_RATELIMIT_REDIS_URL=" + redisSrv.URL(),
+	})
+	require.NoError(t, err)
+	l, err := k8sratelimit.New(cfg, k8sratelimit.WithMetrics(reg))
+	require.NoError(t, err)
+	defer l.Close()
+	rc := &rest.Config{Host: api.URL}
+	require.NoError(t, l.ConfigureCluster("prod", rc))
+	cs, err := kubernetes.NewForConfig(rc)
+	require.NoError(t, err)
+	list := func() error {
+		_, err := cs.CoreV1().Namespaces().List(context.Background(), metav1.ListOptions{})
+		return err
+	}
+
+	require.NoError(t, list())
+	assert.Equal(t, 1.0, gauge(t, reg, "k8sratelimit_store_available", nil))
+
+	redisSrv.Kill()
+	for range 3 {
+		require.NoError(t, list(), "the local fallback admits")
+	}
+	assert.Equal(t, 0.0, gauge(t, reg, "k8sratelimit_store_available", nil))
+	assert.Equal(t, 1.0, gauge(t, reg, "k8sratelimit_store_outages_total", nil))
+	assert.GreaterOrEqual(t, gauge(t, reg, "k8sratelimit_store_errors_total", nil), 1.0)
+	assert.Equal(t, 3.0, gauge(t, reg, "k8sratelimit_store_fallbacks_total", map[string]string{"policy": "local"}))
+
+	redisSrv.Restart()
+	require.Eventually(t, func() bool { return gauge(t, reg, "k8sratelimit_store_available", nil) == 1 },
+		5*time.Second, 10*time.Millisecond, "the store is probed about once a second")
+	require.NoError(t, list())
+	assert.Equal(t, 3.0, gauge(t, reg, "k8sratelimit_store_fallbacks_total", map[string]string{"policy": "local"}))
+}
+
+// gauge returns the value of the series of name with labels (a counter's
+// or a gauge's) gathered from reg, 0 when there is none.
+func gauge(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	metrics:
+		for _, m := range f.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if labels[lp.GetName()] != lp.GetValue() {
+					continue metrics
+				}
+			}
+			if m.GetCounter() != nil {
+				return m.GetCounter().GetValue()
+			}
+			return m.GetGauge().GetValue()
 		}
 	}
 	return 0
