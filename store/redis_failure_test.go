@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -260,4 +261,26 @@ func TestRedisCloseReleasesThisProcessesSlots(t *testing.T) {
 	res, err = b.Reserve(ctx, "k", p, anyWait)
 	require.NoError(t, err)
 	assert.InDelta(t, float64(10*time.Second), float64(res.Wait), float64(redisTolerance), "the closed process's slot is free")
+}
+
+func TestRedisWarnsWhenBudgetsCanBeEvicted(t *testing.T) {
+	srv := redistest.Start(t, "--maxmemory-policy", "allkeys-lru")
+	var mu sync.Mutex
+	var logs []string
+	logger := funcr.New(func(prefix, args string) {
+		mu.Lock()
+		defer mu.Unlock()
+		logs = append(logs, args)
+	}, funcr.Options{})
+	s := store.NewRedis(srv.Client(), store.RedisOptions{Logger: logger})
+	t.Cleanup(func() { _ = s.Close() })
+	assert.EventuallyWithT(t, func(c *assert.CollectT) {
+		mu.Lock()
+		defer mu.Unlock()
+		assert.Len(c, logs, 1)
+		if len(logs) == 1 {
+			assert.Contains(c, logs[0], "noeviction")
+			assert.Contains(c, logs[0], "allkeys-lru")
+		}
+	}, 5*time.Second, 10*time.Millisecond, "one warning at start")
 }
