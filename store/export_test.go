@@ -14,3 +14,13 @@ func UpkeepNow(s *Redis) error {
 	})
 	return s.upkeepPipelined(budgets, policies)
 }
+
+// ForgetIdle forgets the budgets s no longer uses, as its background does.
+func ForgetIdle(s *Redis) { s.forgetIdle() }
+
+// BudgetsKept returns how many budgets s keeps state for.
+func BudgetsKept(s *Redis) int {
+	n := 0
+	s.budgets.Range(func(any, any) bool { n++; return true })
+	return n
+}

@@ -284,3 +284,22 @@ func TestRedisWarnsWhenBudgetsCanBeEvicted(t *testing.T) {
 		}
 	}, 5*time.Second, 10*time.Millisecond, "one warning at start")
 }
+
+func TestRedisForgetsBudgetsNoLongerUsed(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	s := store.NewRedis(srv.Client(), store.RedisOptions{})
+	t.Cleanup(func() { _ = s.Close() })
+	p := store.Policy{Strategy: store.Window, Limit: 1, Timespan: time.Second}
+	_, err := s.Reserve(ctx, "idle", p, anyWait)
+	require.NoError(t, err)
+	for range 2 { // the second waits: it is outstanding
+		_, err = s.Reserve(ctx, "busy", p, anyWait)
+		require.NoError(t, err)
+	}
+	require.Equal(t, 2, store.BudgetsKept(s))
+
+	s.Advance(2 * time.Minute)
+	store.ForgetIdle(s)
+	assert.Equal(t, 1, store.BudgetsKept(s), "the budget with nothing outstanding is forgotten; the one with a waiter is kept")
+}

@@ -32,12 +32,35 @@ func (s *Redis) refreshPresence() {
 			return
 		case <-t.C:
 		}
+		s.forgetIdle()
 		if !s.down.Load() {
 			if err := s.upkeepAll(); err != nil {
 				s.trip(err)
 			}
 		}
 	}
+}
+
+// forgetAfter is how long after its timespan a budget this process no
+// longer uses is forgotten (its state in Redis expires by itself).
+const forgetAfter = time.Minute
+
+// forgetIdle forgets the budgets that have had no request for a timespan
+// and forgetAfter and hold nothing of this process's, so that a process
+// that talked to many API servers over time keeps no state for them. A
+// request in flight on a budget has just marked it used.
+func (s *Redis) forgetIdle() {
+	s.budgets.Range(func(k, v any) bool {
+		b := v.(*redisBudget)
+		b.mu.Lock()
+		idle := len(b.outstanding) == 0 && len(b.held) == 0 && len(b.ready) == 0 &&
+			time.Duration(s.localµs()-b.lastUsed.Load())*time.Microsecond > b.policy.Timespan+forgetAfter
+		if idle {
+			s.budgets.Delete(k)
+		}
+		b.mu.Unlock()
+		return true
+	})
 }
 
 // upkeepBatch is how many upkeeps go in one pipeline.
