@@ -340,7 +340,11 @@ func (s *Redis) reserve(ctx context.Context, b *redisBudget, p Policy, r Request
 				lth = held[n-limit].slot
 			}
 		}
-		args = append(args, floor, lth)
+		sentAtOnce := "1" // a held request being recorded (ahead == NoMaxWait) confirms
+		if ahead == NoMaxWait {
+			sentAtOnce = "0"
+		}
+		args = append(args, floor, lth, sentAtOnce)
 	}
 	v, err := s.call(ctx, sc, b, args)
 	if err != nil {

@@ -170,9 +170,11 @@ func (w *window) idleAt(span int64) int64 {
 // sendLate records that the reservation id, reserved at slot, is sent at
 // now, later than its slot (its waiter woke late), so that the window
 // holds on the instants requests really leave: the entry moves to now, and
-// every reservation still ahead that the late send now crowds moves later
-// too, as little as keeps the window and the order. moved is called for
-// each reservation that moves.
+// every reservation not yet sent that the late send now crowds moves later
+// too, as little as keeps the window and the order - also those whose
+// slot has come but whose waiters, late too, have not confirmed yet:
+// otherwise late waiters woken together would all leave together. moved is
+// called for each reservation that moves.
 func (w *window) sendLate(id uint64, slot, now int64, limit int, span int64, moved func(id uint64, at int64)) {
 	live := w.entries[w.head:]
 	i := sort.Search(len(live), func(i int) bool { return live[i].at >= slot })
@@ -183,14 +185,24 @@ func (w *window) sendLate(id uint64, slot, now int64, limit int, span int64, mov
 		return
 	}
 	live[i] = windowEntry{at: now}
-	for i+1 < len(live) && live[i+1].at < live[i].at {
-		live[i], live[i+1] = live[i+1], live[i]
-		i++
+	// The reservations after it that are due but not sent come no earlier
+	// than the late send, in their order, after the sends already made.
+	k := i + 1
+	var touched []uint64
+	for ; k < len(live) && live[k].at < now; k++ {
+		if e := &live[k]; e.id != 0 {
+			e.at = now
+			touched = append(touched, e.id)
+		}
 	}
+	sort.SliceStable(live[i:k], func(a, b int) bool {
+		x, y := live[i+a], live[i+b]
+		return x.at < y.at || (x.at == y.at && x.id == 0 && y.id != 0)
+	})
 	for j := i + 1; j < len(live); j++ {
 		e := &live[j]
-		if e.at <= now {
-			continue // due or sent: it cannot move
+		if e.id == 0 {
+			continue // sent: it cannot move
 		}
 		want := live[j-1].at
 		if j >= limit {
@@ -200,8 +212,25 @@ func (w *window) sendLate(id uint64, slot, now int64, limit int, span int64, mov
 			continue
 		}
 		e.at = want
-		if e.id != 0 && e.id != freedID {
-			moved(e.id, want)
+		touched = append(touched, e.id)
+	}
+	w.reportMoved(i, touched, moved)
+}
+
+// reportMoved calls moved with the instant of each reservation in ids
+// (freed entries aside), found at or after index i of the live entries.
+func (w *window) reportMoved(i int, ids []uint64, moved func(id uint64, at int64)) {
+	if len(ids) == 0 {
+		return
+	}
+	want := make(map[uint64]bool, len(ids))
+	for _, id := range ids {
+		want[id] = id != freedID
+	}
+	for _, e := range w.entries[w.head+i:] {
+		if want[e.id] {
+			moved(e.id, e.at)
+			want[e.id] = false
 		}
 	}
 }

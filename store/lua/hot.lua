@@ -71,8 +71,9 @@ local function free(m, s)
 end
 
 -- claim gives the earliest freed slot from t0 to slot, if any, to member
--- and returns its instant (nil: none). nf is the count of freed slots.
-local function claim(nf, t0, slot, member, maxwait)
+-- and returns its instant (nil: none). nf is the count of freed slots;
+-- named, when given, names the member by its wait.
+local function claim(nf, t0, slot, member, maxwait, named)
   if nf <= 0 then return nil end
   local freed = redis.call('ZRANGEBYSCORE', F, num(t0), num(slot), 'WITHSCORES', 'LIMIT', 0, 1)
   if #freed == 0 then return nil end
@@ -80,6 +81,7 @@ local function claim(nf, t0, slot, member, maxwait)
   if at - now > maxwait then return at end
   redis.call('ZREM', F, freed[1])
   redis.call('HINCRBY', M, 'nf', -1)
+  if named then member = named(at - now) end
   if windowed then
     redis.call('ZREM', W, freed[1])
     redis.call('ZADD', W, at, member)

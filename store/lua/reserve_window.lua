@@ -3,13 +3,21 @@
 -- of this process wait in-process before it, [12] how far ahead (µs) a
 -- reservation may be recorded, [13] the latest slot given to those held
 -- requests before jitter (0: none), [14] the slot of the held request that
--- is the L-th latest before this one (-1: it is recorded in Redis).
+-- is the L-th latest before this one (-1: it is recorded in Redis), [15]
+-- 1 when a request admitted at once is sent without a Confirm (0 for a
+-- held request being recorded, whose waiter confirms).
 -- Returns {status, wait µs, cooling 0/1, now µs, base µs, processes}:
 -- status 0 refused, 1 recorded, 2 to be held in-process (nothing
 -- recorded); processes -1 when not counted.
 local limit, maxwait, jit = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
 local member, held, horizon = ARGV[10], tonumber(ARGV[11]), tonumber(ARGV[12])
 local heldFloor, heldLth = tonumber(ARGV[13]), tonumber(ARGV[14])
+-- A send admitted at once is recorded under the name of a send: a late
+-- waiter's Confirm never moves it.
+local function named(wait)
+  if wait <= 0 and ARGV[15] == '1' then return '=' .. member end
+  return member
+end
 
 local st = redis.call('HMGET', M, 'cd', 'last', 'nf', 'ren')
 local cd = tonumber(st[1]) or 0
@@ -31,7 +39,7 @@ else
 end
 
 -- A released slot between the cooldown's end and that instant is claimed.
-local at = claim(tonumber(st[3]) or 0, math.max(now, cd), slot, member, maxwait)
+local at = claim(tonumber(st[3]) or 0, math.max(now, cd), slot, member, maxwait, named)
 if at then
   if at - now > maxwait then return {0, at - now, cooling, now, at, procs} end
   return {1, at - now, cooling, now, at, procs}
@@ -44,7 +52,7 @@ if wait > 0 then
 end
 if wait > maxwait then return {0, wait, cooling, now, base, procs} end
 if wait > 0 and (held > 0 or wait > horizon) then return {2, wait, cooling, now, base, procs} end
-redis.call('ZADD', W, slot, member)
+redis.call('ZADD', W, slot, named(wait))
 redis.call('HSET', M, 'last', base)
 if wait > 0 then here(true) end
 return {1, wait, cooling, now, base, procs}

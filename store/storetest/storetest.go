@@ -60,6 +60,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"MaxWaitZeroNeverWaits", testMaxWaitZero},
 		{"ConfirmAtSlot", testConfirmAtSlot},
 		{"LateSendMovesCrowdedReservations", testLateSend},
+		{"LateWaitersWokenTogetherLeaveApart", testLateWaitersTogether},
 		{"ReleaseFreesSlotForNewcomer", testReleaseFreesSlot},
 		{"CooldownDefersAndOnlyExtends", testCooldownOnlyExtends},
 		{"CooldownMovesOutstandingReservations", testCooldownMovesReservations},
@@ -202,6 +203,27 @@ func testLateSend(t *testing.T, h Harness) {
 	require.NoError(t, err)
 	near(t, h, 10*time.Second, left, "the next send comes one timespan after the late one, at 22s")
 	near(t, h, 20*time.Second, reserve(t, h, "k", p, anyWait).Wait, "newcomers queue after it")
+}
+
+// testLateWaitersTogether checks that waiters whose timers fire late
+// together - after a pause of the process, say - do not all leave
+// together: the first to confirm moves the others' due slots on.
+func testLateWaitersTogether(t *testing.T, h Harness) {
+	p := windowPolicy(1, 10*time.Second)
+	reserve(t, h, "k", p, anyWait)
+	b := reserve(t, h, "k", p, anyWait)
+	near(t, h, 10*time.Second, b.Wait)
+	h.Advance(10 * time.Second)
+	c := reserve(t, h, "k", p, anyWait)
+	near(t, h, 10*time.Second, c.Wait, "the next slot is at 20s")
+
+	h.Advance(15 * time.Second) // both waiters wake late, at 25s
+	left, err := h.Store.Confirm(ctx, "k", b.ID)
+	require.NoError(t, err)
+	assert.Zero(t, left, "the first late waiter sends at once")
+	left, err = h.Store.Confirm(ctx, "k", c.ID)
+	require.NoError(t, err)
+	near(t, h, 10*time.Second, left, "the second waits a timespan after the first's late send, to 35s")
 }
 
 func testReleaseFreesSlot(t *testing.T, h Harness) {
