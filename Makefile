@@ -29,3 +29,11 @@ fuzz:
 
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) ./...
+
+# The end-to-end suite against a real etcd and kube-apiserver: builds both
+# once into a cache outside the repository (e2e/hack/build-binaries.sh),
+# then runs e2e/ against them.
+.PHONY: e2e
+e2e:
+	bin=$$(GO="$(GO)" e2e/hack/build-binaries.sh) && \
+	cd e2e && K8SRATELIMIT_E2E_BIN="$$bin" $(GO) test -race -count=1 -timeout 60m ./...

@@ -1,0 +1,123 @@
+package probe
+
+import (
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+)
+
+// Headers by which API Priority and Fairness tells how it classified a
+// request.
+const (
+	flowSchemaHeader    = "X-Kubernetes-PF-FlowSchema-UID"
+	priorityLevelHeader = "X-Kubernetes-PF-PriorityLevel-UID"
+)
+
+// Exchange is one request that left the client, and its answer.
+type Exchange struct {
+	Sent     time.Time // when the request was handed to the transport below
+	Answered time.Time // when the response headers (or the error) came back
+	Method   string
+	Path     string
+	Query    string // the raw query, without "?"
+	Watch    bool   // a watch: ?watch=true or ?watch=1
+	Status   int    // 0 when the round trip failed
+	// RetryAfter is the Retry-After header as given, "" when absent.
+	RetryAfter    string
+	FlowSchema    string // X-Kubernetes-PF-FlowSchema-UID
+	PriorityLevel string // X-Kubernetes-PF-PriorityLevel-UID
+}
+
+// RetryAfterSeconds returns the Retry-After header as delta-seconds, and
+// whether it was one.
+func (e Exchange) RetryAfterSeconds() (int, bool) {
+	n, err := strconv.Atoi(e.RetryAfter)
+	return n, err == nil
+}
+
+// Wire records every request that passes through it on its way to the
+// server. Placed below the limiter (added to a rest.Config with Wrap
+// before the limiter is), it sees what actually leaves: one entry per
+// request sent, retries included. It is safe for concurrent use.
+type Wire struct {
+	mu        sync.Mutex
+	exchanges []Exchange
+}
+
+// Wrap returns next wrapped so that Wire sees its requests. Its signature
+// fits rest.Config.Wrap.
+func (w *Wire) Wrap(next http.RoundTripper) http.RoundTripper {
+	return &wireTransport{wire: w, next: next}
+}
+
+// Exchanges returns a copy of what was recorded, in the order the requests
+// were sent. A request still in flight has a zero Answered.
+func (w *Wire) Exchanges() []Exchange {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.exchanges)
+}
+
+// Len returns the number of requests recorded.
+func (w *Wire) Len() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.exchanges)
+}
+
+// send records a request as it leaves and returns its index.
+func (w *Wire) send(e Exchange) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.exchanges = append(w.exchanges, e)
+	return len(w.exchanges) - 1
+}
+
+// answer records the answer to the request at index i: resp, or none when
+// the round trip failed.
+func (w *Wire) answer(i int, resp *http.Response) {
+	now := time.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	e := &w.exchanges[i]
+	e.Answered = now
+	if resp != nil {
+		e.Status = resp.StatusCode
+		e.RetryAfter = resp.Header.Get("Retry-After")
+		e.FlowSchema = resp.Header.Get(flowSchemaHeader)
+		e.PriorityLevel = resp.Header.Get(priorityLevelHeader)
+	}
+}
+
+// wireTransport is the http.RoundTripper of a Wire.
+type wireTransport struct {
+	wire *Wire
+	next http.RoundTripper
+}
+
+var _ utilnet.RoundTripperWrapper = (*wireTransport)(nil)
+
+// RoundTrip implements http.RoundTripper.
+func (t *wireTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	q := req.URL.Query()
+	i := t.wire.send(Exchange{
+		Sent:   time.Now(),
+		Method: req.Method,
+		Path:   req.URL.Path,
+		Query:  req.URL.RawQuery,
+		Watch:  q.Get("watch") == "true" || q.Get("watch") == "1",
+	})
+	resp, err := t.next.RoundTrip(req)
+	if err != nil {
+		resp = nil
+	}
+	t.wire.answer(i, resp)
+	return resp, err
+}
+
+// WrappedRoundTripper returns the transport requests are passed on to.
+func (t *wireTransport) WrappedRoundTripper() http.RoundTripper { return t.next }

@@ -1,0 +1,79 @@
+package setup
+
+import (
+	"context"
+	"fmt"
+
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+)
+
+// matchingPrecedence places the test flow schemas before every default one
+// that could match an ordinary user.
+const matchingPrecedence = 500
+
+// Throttle is an API Priority and Fairness priority level of the smallest
+// share that rejects instead of queueing, and the flow schema that puts one
+// user's requests in it.
+type Throttle struct {
+	User          string
+	PriorityLevel *flowcontrolv1.PriorityLevelConfiguration
+	FlowSchema    *flowcontrolv1.FlowSchema
+}
+
+// ThrottleUser creates a Throttle for user with the admin clientset cs.
+// Each user gets its own priority level, so that what one test does to it
+// (APF raises its Retry-After while it keeps rejecting) does not carry
+// over to another.
+func ThrottleUser(ctx context.Context, cs kubernetes.Interface, user string) (*Throttle, error) {
+	name := "k8sratelimit-e2e-" + user
+	pl := &flowcontrolv1.PriorityLevelConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: flowcontrolv1.PriorityLevelConfigurationSpec{
+			Type: flowcontrolv1.PriorityLevelEnablementLimited,
+			Limited: &flowcontrolv1.LimitedPriorityLevelConfiguration{
+				NominalConcurrencyShares: ptr.To[int32](1),
+				LendablePercent:          ptr.To[int32](0),
+				// Unset would let it borrow without limit from other levels.
+				BorrowingLimitPercent: ptr.To[int32](0),
+				LimitResponse:         flowcontrolv1.LimitResponse{Type: flowcontrolv1.LimitResponseTypeReject},
+			},
+		},
+	}
+	pl, err := cs.FlowcontrolV1().PriorityLevelConfigurations().Create(ctx, pl, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("creating priority level %s: %w", name, err)
+	}
+	fs := &flowcontrolv1.FlowSchema{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: flowcontrolv1.FlowSchemaSpec{
+			PriorityLevelConfiguration: flowcontrolv1.PriorityLevelConfigurationReference{Name: pl.Name},
+			MatchingPrecedence:         matchingPrecedence,
+			DistinguisherMethod:        &flowcontrolv1.FlowDistinguisherMethod{Type: flowcontrolv1.FlowDistinguisherMethodByUserType},
+			Rules: []flowcontrolv1.PolicyRulesWithSubjects{{
+				Subjects: []flowcontrolv1.Subject{{
+					Kind: flowcontrolv1.SubjectKindUser,
+					User: &flowcontrolv1.UserSubject{Name: user},
+				}},
+				ResourceRules: []flowcontrolv1.ResourcePolicyRule{{
+					Verbs:        []string{flowcontrolv1.VerbAll},
+					APIGroups:    []string{flowcontrolv1.APIGroupAll},
+					Resources:    []string{flowcontrolv1.ResourceAll},
+					Namespaces:   []string{flowcontrolv1.NamespaceEvery},
+					ClusterScope: true,
+				}},
+				NonResourceRules: []flowcontrolv1.NonResourcePolicyRule{{
+					Verbs:           []string{flowcontrolv1.VerbAll},
+					NonResourceURLs: []string{flowcontrolv1.NonResourceAll},
+				}},
+			}},
+		},
+	}
+	fs, err = cs.FlowcontrolV1().FlowSchemas().Create(ctx, fs, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("creating flow schema %s: %w", name, err)
+	}
+	return &Throttle{User: user, PriorityLevel: pl, FlowSchema: fs}, nil
+}
