@@ -36,8 +36,10 @@ const budgetSpan = 100 * time.Millisecond
 // windowTolerance is how much shorter than the budget's timespan the
 // rolling windows are in which the send instants recorded below the
 // limiter are counted: the recording happens a moment after the limiter's
-// decision, and the moments vary.
-const windowTolerance = 10 * time.Millisecond
+// decision, and on a loaded machine with the race detector (two cores
+// running etcd, kube-apiserver and the test) a goroutine was seen to wait
+// 16 ms between the two.
+const windowTolerance = 25 * time.Millisecond
 
 // runFigures are what a run under load measured.
 type runFigures struct {

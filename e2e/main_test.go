@@ -42,6 +42,9 @@ var suite struct {
 }
 
 func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		os.Exit(runChild()) // a process of a shared-budget test
+	}
 	os.Exit(run(m))
 }
 
