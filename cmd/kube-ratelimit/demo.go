@@ -183,7 +183,7 @@ func runDemoMode(m demoMode, o demoOptions, stdout io.Writer) (demoResult, error
 		serverSeen: len(srv.Requests()),
 		throttled:  srv.Rejected(),
 		released:   released,
-		maxSent:    released.mostInWindow(o.timespan),
+		maxSent:    released.mostInWindow(o.timespan - windowSlack(o.timespan)),
 		maxWindow:  srv.MaxInWindow(o.timespan),
 	}, nil
 }

@@ -42,7 +42,7 @@ func TestDemoCommandPrintsTable(t *testing.T) {
 	require.Equal(t, 0, status, stderr.String())
 	out := stdout.String()
 	for _, want := range []string{"k8sratelimit", "client-go default", "no limiter", "calls made", "429s received",
-		"most sent in any 100ms* (budget 4)", "most received by the server in any 100ms**"} {
+		"most sent in any 99ms* (budget 4)", "most received by the server in any 100ms**"} {
 		assert.Contains(t, out, want)
 	}
 	// Not a terminal: progress comes as plain lines, never carriage returns.

@@ -125,7 +125,7 @@ func loadCmd(args, environ []string, stdout, stderr io.Writer) int {
 		stats:      st,
 		serverSeen: len(rec.at),
 		throttled:  int(st.throttled.Load()),
-		maxSent:    released.mostInWindow(cfg.Timespan),
+		maxSent:    released.mostInWindow(cfg.Timespan - windowSlack(cfg.Timespan)),
 		maxWindow:  -1,
 	}
 	fmt.Fprintln(stdout)

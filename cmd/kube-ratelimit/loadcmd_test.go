@@ -59,7 +59,7 @@ func TestLoadCommandAgainstAServer(t *testing.T) {
 	for _, r := range srv.Requests() {
 		assert.Equal(t, "GET", r.Method, "the load only reads")
 	}
-	assert.Contains(t, out, "most sent in any 1s* (budget 10)")
+	assert.Contains(t, out, "most sent in any 990ms* (budget 10)")
 }
 
 func TestLoadCommandRejectsBadUse(t *testing.T) {
