@@ -446,8 +446,12 @@ func (s *Redis) Confirm(ctx context.Context, key string, id uint64) (time.Durati
 	}
 	if h, held := b.heldByID[id]; held {
 		left, err := s.confirmHeldLocked(ctx, b, h)
-		b.mu.Unlock()
-		return s.failedConfirm(ctx, b, id, left, err)
+		if err != nil || left > 0 || p.Strategy == Linear {
+			b.mu.Unlock()
+			return s.failedConfirm(ctx, b, id, left, err)
+		}
+		// Recorded just now with its slot come: confirm it like any other,
+		// so that the window records it as sent, when it is sent.
 	}
 	b.mu.Unlock()
 	v, err := s.call(ctx, scriptConfirm, b, append(s.args(b, p, false, 2), s.member(id), max(p.Limit, 1)))

@@ -25,8 +25,11 @@ local function sent(m)
   local c = string.sub(m, 1, 1)
   return c == '=' or c == '!'
 end
-for _, m in ipairs(redis.call('ZRANGEBYSCORE', W, num(s), '(' .. num(now))) do
-  if not sent(m) then
+local due = redis.call('ZRANGEBYSCORE', W, num(s), '(' .. num(now), 'WITHSCORES')
+for i = 1, #due, 2 do
+  local m = due[i]
+  -- Only those after it: at its own instant, members sort by name.
+  if not sent(m) and (tonumber(due[i + 1]) > s or m > member) then
     redis.call('ZADD', W, now, m)
     if string.sub(m, 1, 1) == '~' then redis.call('ZADD', F, now, m) end
   end
