@@ -167,32 +167,43 @@ func (w *window) idleAt(span int64) int64 {
 	return w.entries[len(w.entries)-1].at + span
 }
 
-// sendLate records that the reservation id, reserved at slot, is sent at
-// now, later than its slot (its waiter woke late), so that the window
-// holds on the instants requests really leave: the entry moves to now, and
-// every reservation not yet sent that the late send now crowds moves later
-// too, as little as keeps the window and the order - also those whose
-// slot has come but whose waiters, late too, have not confirmed yet:
-// otherwise late waiters woken together would all leave together. moved is
-// called for each reservation that moves.
-func (w *window) sendLate(id uint64, slot, now int64, limit int, span int64, moved func(id uint64, at int64)) {
+// sendLate records that the reservation id, reserved at slot, is confirmed
+// at now, later than its slot (its waiter woke late), so that the window
+// holds on the instants requests really leave, and returns when it may
+// leave: now, unless requests already sent out of order (later
+// reservations whose waiters confirmed first) leave no room until later.
+// The entry moves to that instant - still waiting if it is after now - and
+// every reservation not yet sent that it crowds moves later too, as little
+// as keeps the window and the order; also those whose slot has come but
+// whose waiters, late too, have not confirmed yet, or late waiters woken
+// together would all leave together. moved is called for each reservation
+// that moves.
+func (w *window) sendLate(id uint64, slot, now int64, limit int, span int64, moved func(id uint64, at int64)) int64 {
 	live := w.entries[w.head:]
 	i := sort.Search(len(live), func(i int) bool { return live[i].at >= slot })
 	for i < len(live) && live[i].at == slot && live[i].id != id {
 		i++
 	}
 	if i == len(live) || live[i].id != id {
-		return
+		return now
 	}
-	live[i] = windowEntry{at: now}
+	t := now
+	if c, ok := w.lthLeaving(i, now, limit); ok {
+		t = max(t, c+span)
+	}
+	e := windowEntry{at: t}
+	if t > now {
+		e.id = id // it waits on
+	}
+	live[i] = e
 	// The reservations after it that are due but not sent come no earlier
-	// than the late send, in their order, after the sends already made.
+	// than it, in their order, after the sends already made.
 	k := i + 1
 	var touched []uint64
-	for ; k < len(live) && live[k].at < now; k++ {
-		if e := &live[k]; e.id != 0 {
-			e.at = now
-			touched = append(touched, e.id)
+	for ; k < len(live) && live[k].at < t; k++ {
+		if x := &live[k]; x.id != 0 {
+			x.at = t
+			touched = append(touched, x.id)
 		}
 	}
 	sort.SliceStable(live[i:k], func(a, b int) bool {
@@ -200,21 +211,52 @@ func (w *window) sendLate(id uint64, slot, now int64, limit int, span int64, mov
 		return x.at < y.at || (x.at == y.at && x.id == 0 && y.id != 0)
 	})
 	for j := i + 1; j < len(live); j++ {
-		e := &live[j]
-		if e.id == 0 {
+		x := &live[j]
+		if x.id == 0 {
 			continue // sent: it cannot move
 		}
 		want := live[j-1].at
 		if j >= limit {
 			want = max(want, live[j-limit].at+span)
 		}
-		if want <= e.at {
+		if want <= x.at {
 			continue
 		}
-		e.at = want
-		touched = append(touched, e.id)
+		x.at = want
+		touched = append(touched, x.id)
 	}
 	w.reportMoved(i, touched, moved)
+	if t == now {
+		return now
+	}
+	for _, x := range w.entries[w.head+i:] {
+		if x.id == id {
+			return x.at
+		}
+	}
+	return t
+}
+
+// lthLeaving returns the limit-th latest instant among the requests that
+// leave no later than now besides the live entry i: every entry before it,
+// and the sends already made after it (out of order). ok is false when
+// there are fewer than limit.
+func (w *window) lthLeaving(i int, now int64, limit int) (int64, bool) {
+	live := w.entries[w.head:]
+	c := make([]int64, 0, limit+1)
+	for j := max(0, i-limit); j < i; j++ {
+		c = append(c, live[j].at)
+	}
+	for j := i + 1; j < len(live) && live[j].at <= now; j++ {
+		if live[j].id == 0 {
+			c = append(c, live[j].at)
+		}
+	}
+	if len(c) < limit {
+		return 0, false
+	}
+	slices.Sort(c)
+	return c[len(c)-limit], true
 }
 
 // reportMoved calls moved with the instant of each reservation in ids

@@ -12,38 +12,65 @@ if not windowed then
   return 0
 end
 
--- A window keeps the send, under a name no Confirm or Release matches. A
--- waiter that woke late sends now: the window must hold on that instant.
--- The reservations after it that are due but not sent (their waiters late
--- too) come no earlier than now, after it, and every reservation its late
--- send crowds moves later, as little as keeps the window and the order.
-local old = redis.call('ZRANK', W, member)
-redis.call('ZREM', W, member)
-redis.call('ZADD', W, now, '=' .. member)
-if s == now then return 0 end
+-- A waiter that woke late: the window must hold on the instant it leaves.
+-- That is now, unless requests already sent out of order (later
+-- reservations whose waiters confirmed first) leave no room until later:
+-- then it waits on, its entry moved there. A send is kept under a name no
+-- Confirm or Release matches. The reservations after it that are due but
+-- not sent (their waiters late too) come no earlier than it, after it, and
+-- every reservation it crowds moves later, as little as keeps the window
+-- and the order.
 local function sent(m)
   local c = string.sub(m, 1, 1)
   return c == '=' or c == '!'
 end
-local due = redis.call('ZRANGEBYSCORE', W, num(s), '(' .. num(now), 'WITHSCORES')
+local old = redis.call('ZRANK', W, member)
+local leaving = {}
+if old > 0 then
+  local e = redis.call('ZRANGE', W, math.max(old - limit, 0), old - 1, 'WITHSCORES')
+  for i = 2, #e, 2 do leaving[#leaving + 1] = tonumber(e[i]) end
+end
+local after = redis.call('ZRANGEBYSCORE', W, num(s), num(now), 'WITHSCORES')
+for i = 1, #after, 2 do
+  local at = tonumber(after[i + 1])
+  if sent(after[i]) and (at > s or after[i] > member) then leaving[#leaving + 1] = at end
+end
+local t = now
+if #leaving >= limit then
+  table.sort(leaving)
+  t = math.max(now, leaving[#leaving - limit + 1] + span)
+end
+redis.call('ZREM', W, member)
+if t > now then
+  redis.call('ZADD', W, t, member)
+else
+  redis.call('ZADD', W, now, '=' .. member)
+end
+local function left()
+  if t == now then return 0 end
+  return tonumber(redis.call('ZSCORE', W, member)) - now
+end
+local due = redis.call('ZRANGEBYSCORE', W, num(s), '(' .. num(t), 'WITHSCORES')
 for i = 1, #due, 2 do
   local m = due[i]
   -- Only those after it: at its own instant, members sort by name.
-  if not sent(m) and (tonumber(due[i + 1]) > s or m > member) then
-    redis.call('ZADD', W, now, m)
-    if string.sub(m, 1, 1) == '~' then redis.call('ZADD', F, now, m) end
+  if m ~= member and not sent(m) and (tonumber(due[i + 1]) > s or m > member) then
+    redis.call('ZADD', W, t, m)
+    if string.sub(m, 1, 1) == '~' then redis.call('ZADD', F, t, m) end
   end
 end
 local n = redis.call('ZCARD', W)
-if n <= old + limit then return 0 end
+if n <= old + limit then return left() end
 local lo = math.max(old - limit, 0)
 local e = redis.call('ZRANGE', W, lo, -1, 'WITHSCORES')
 local list = {}
 for i = 1, #e, 2 do list[#list + 1] = {name = e[i], at = tonumber(e[i + 1]), sent = sent(e[i]), i = i} end
--- In time order, sends before reservations at the same instant.
+-- In time order, sends before reservations at the same instant, the late
+-- one before those it precedes.
 table.sort(list, function(x, y)
   if x.at ~= y.at then return x.at < y.at end
   if x.sent ~= y.sent then return x.sent end
+  if (x.name == member) ~= (y.name == member) then return x.name == member end
   return x.i < y.i
 end)
 for j = old - lo + 1 + limit, #list do
@@ -57,4 +84,4 @@ for j = old - lo + 1 + limit, #list do
     end
   end
 end
-return 0
+return left()

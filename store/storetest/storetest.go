@@ -61,6 +61,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"ConfirmAtSlot", testConfirmAtSlot},
 		{"LateSendMovesCrowdedReservations", testLateSend},
 		{"LateWaitersWokenTogetherLeaveApart", testLateWaitersTogether},
+		{"LateWaitersConfirmingOutOfOrderLeaveApart", testLateWaitersOutOfOrder},
 		{"ReleaseFreesSlotForNewcomer", testReleaseFreesSlot},
 		{"CooldownDefersAndOnlyExtends", testCooldownOnlyExtends},
 		{"CooldownMovesOutstandingReservations", testCooldownMovesReservations},
@@ -224,6 +225,28 @@ func testLateWaitersTogether(t *testing.T, h Harness) {
 	left, err = h.Store.Confirm(ctx, "k", c.ID)
 	require.NoError(t, err)
 	near(t, h, 10*time.Second, left, "the second waits a timespan after the first's late send, to 35s")
+}
+
+// testLateWaitersOutOfOrder checks that a late waiter whose later
+// neighbour confirmed first waits a timespan after that send.
+func testLateWaitersOutOfOrder(t *testing.T, h Harness) {
+	p := windowPolicy(1, 10*time.Second)
+	reserve(t, h, "k", p, anyWait)
+	b := reserve(t, h, "k", p, anyWait)
+	h.Advance(10 * time.Second)
+	c := reserve(t, h, "k", p, anyWait)
+	near(t, h, 10*time.Second, c.Wait, "the next slot is at 20s")
+
+	h.Advance(15 * time.Second) // both wake late, at 25s; the later goes first
+	left, err := h.Store.Confirm(ctx, "k", c.ID)
+	require.NoError(t, err)
+	assert.Zero(t, left, "the later waiter sends at once")
+	left, err = h.Store.Confirm(ctx, "k", b.ID)
+	require.NoError(t, err)
+	near(t, h, 10*time.Second, left, "the earlier waits a timespan after that send, to 35s")
+	left, err = h.Store.Confirm(ctx, "k", b.ID)
+	require.NoError(t, err)
+	near(t, h, 10*time.Second, left, "and still holds its slot")
 }
 
 func testReleaseFreesSlot(t *testing.T, h Harness) {
