@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -130,8 +129,7 @@ const fallbackID = uint64(1) << 63
 // this process's presence; Close stops it and releases this process's
 // reservations.
 func NewRedis(client redis.UniversalClient, opts RedisOptions) *Redis {
-	s := newRedis(client, opts, false)
-	return s
+	return newRedis(client, opts, false)
 }
 
 // newRedis is NewRedis; own reports that the store made client, with
@@ -371,6 +369,8 @@ func (s *Redis) Reserve(ctx context.Context, key string, p Policy, r Request) (R
 	if s.down.Load() {
 		return s.fallbackReserve(ctx, key, p, r)
 	}
+	// A failed call decides the request by the failure policy.
+	fallback := func() (Reservation, error) { return s.fallbackReserve(ctx, key, p, r) }
 	b := s.budget(key)
 	b.lastUsed.Store(s.localµs())
 	id := s.seq.Add(1)
@@ -378,7 +378,7 @@ func (s *Redis) Reserve(ctx context.Context, key string, p Policy, r Request) (R
 	b.policy = p
 	if err := s.promoteDueLocked(ctx, b); err != nil {
 		b.mu.Unlock()
-		return s.failed(ctx, err, func() (Reservation, error) { return s.fallbackReserve(ctx, key, p, r) })
+		return failed(s, ctx, err, fallback)
 	}
 	if len(b.held) > 0 {
 		// Requests of this process already wait in-process: queue behind
@@ -387,7 +387,7 @@ func (s *Redis) Reserve(ctx context.Context, key string, p Policy, r Request) (R
 		defer b.mu.Unlock()
 		rep, err := s.reserve(ctx, b, p, r, id, b.held, p.Timespan)
 		if err != nil {
-			return s.failed(ctx, err, func() (Reservation, error) { return s.fallbackReserve(ctx, key, p, r) })
+			return failed(s, ctx, err, fallback)
 		}
 		return s.answerLocked(b, id, r, rep), nil
 	}
@@ -395,7 +395,7 @@ func (s *Redis) Reserve(ctx context.Context, key string, p Policy, r Request) (R
 
 	rep, err := s.reserve(ctx, b, p, r, id, nil, p.Timespan)
 	if err != nil {
-		return s.failed(ctx, err, func() (Reservation, error) { return s.fallbackReserve(ctx, key, p, r) })
+		return failed(s, ctx, err, fallback)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -403,7 +403,7 @@ func (s *Redis) Reserve(ctx context.Context, key string, p Policy, r Request) (R
 		// Another request of this process was held meanwhile: estimate
 		// again behind it.
 		if rep, err = s.reserve(ctx, b, p, r, id, b.held, p.Timespan); err != nil {
-			return s.failed(ctx, err, func() (Reservation, error) { return s.fallbackReserve(ctx, key, p, r) })
+			return failed(s, ctx, err, fallback)
 		}
 	}
 	return s.answerLocked(b, id, r, rep), nil
@@ -488,7 +488,7 @@ func (s *Redis) failedConfirm(ctx context.Context, b *redisBudget, id uint64, le
 	if err == nil {
 		return left, nil
 	}
-	return s.failedDuration(ctx, err, func() (time.Duration, error) { return s.confirmDuringOutage(b, id) })
+	return failed(s, ctx, err, func() (time.Duration, error) { return s.confirmDuringOutage(b, id) })
 }
 
 // Release implements Store.
@@ -514,7 +514,7 @@ func (s *Redis) Release(ctx context.Context, key string, id uint64) error {
 		return nil
 	}
 	if _, err := s.call(ctx, scriptRelease, b, append(s.args(b, p, false, 1), s.member(id))); err != nil {
-		_, err = s.failed(ctx, err, func() (Reservation, error) { return Reservation{}, nil })
+		_, err = failed(s, ctx, err, func() (Reservation, error) { return Reservation{}, nil })
 		return err
 	}
 	return nil
@@ -531,7 +531,7 @@ func (s *Redis) SetCooldown(ctx context.Context, key string, p Policy, d time.Du
 	b := s.budget(key)
 	v, err := s.call(ctx, scriptCooldown, b, append(s.args(b, p, true, 1), µs(max(d, 0))))
 	if err != nil {
-		return s.failedDuration(ctx, err, func() (time.Duration, error) { return local, nil })
+		return failed(s, ctx, err, func() (time.Duration, error) { return local, nil })
 	}
 	a, _ := v.([]any)
 	if len(a) != 2 {
@@ -551,10 +551,7 @@ func (s *Redis) Cooldown(ctx context.Context, key string) (time.Duration, error)
 	}
 	st, err := s.status(ctx, redisKeys(key))
 	if err != nil {
-		return s.failedDuration(ctx, err, func() (time.Duration, error) { return s.fallback.Cooldown(ctx, key) })
+		return failed(s, ctx, err, func() (time.Duration, error) { return s.fallback.Cooldown(ctx, key) })
 	}
 	return st.Cooldown, nil
 }
-
-// errClosedStore is returned by a closed store.
-var errClosedStore = errors.New("store: closed")

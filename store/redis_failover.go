@@ -71,20 +71,12 @@ func (s *Redis) storeError() error {
 }
 
 // failed handles a failed call: the caller's own cancellation is passed
-// on, anything else starts an outage and the request is decided by the
+// on, anything else starts an outage and the call is decided by the
 // failure policy through fallback.
-func (s *Redis) failed(ctx context.Context, err error, fallback func() (Reservation, error)) (Reservation, error) {
+func failed[T any](s *Redis, ctx context.Context, err error, fallback func() (T, error)) (T, error) {
 	if cerr := ctx.Err(); cerr != nil {
-		return Reservation{}, cerr
-	}
-	s.trip(err)
-	return fallback()
-}
-
-// failedDuration is failed for calls that answer a duration.
-func (s *Redis) failedDuration(ctx context.Context, err error, fallback func() (time.Duration, error)) (time.Duration, error) {
-	if cerr := ctx.Err(); cerr != nil {
-		return 0, cerr
+		var zero T
+		return zero, cerr
 	}
 	s.trip(err)
 	return fallback()
