@@ -31,6 +31,7 @@ import (
 	"github.com/k8sratelimit/k8sratelimit/cluster"
 	rlerrors "github.com/k8sratelimit/k8sratelimit/errors"
 	"github.com/k8sratelimit/k8sratelimit/internal/apisim"
+	"github.com/k8sratelimit/k8sratelimit/limiter"
 )
 
 // cfgLimiter returns an enabled limiter of limit requests per span, with
@@ -98,10 +99,10 @@ func (f cfgRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) { 
 // cfgObserver counts admitted requests.
 type cfgObserver struct{ admitted atomic.Int32 }
 
-func (o *cfgObserver) Admitted(string, string, time.Duration, bool) { o.admitted.Add(1) }
-func (o *cfgObserver) Rejected(string, string, time.Duration)       {}
-func (o *cfgObserver) Exempt(string, string)                        {}
-func (o *cfgObserver) Throttled(string, string, int, time.Duration) {}
+func (o *cfgObserver) Admitted(string, string, time.Duration, limiter.WaitReason) { o.admitted.Add(1) }
+func (o *cfgObserver) Rejected(string, string, time.Duration)                     {}
+func (o *cfgObserver) Exempt(string, string)                                      {}
+func (o *cfgObserver) Throttled(string, string, int, time.Duration)               {}
 
 // cfgAsync runs f on its own goroutine and returns its result channel.
 func cfgAsync(f func() error) <-chan error {

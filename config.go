@@ -108,12 +108,20 @@ type Config struct {
 	// StoreFailure is the policy while the store cannot be reached:
 	// FailureLocal (the default), FailureOpen or FailureClosed.
 	StoreFailure FailurePolicy
+	// Concurrency limits each API server's requests in flight (its seats,
+	// as API Priority and Fairness counts them): ConcurrencyAuto (0, the
+	// default) learns the limit from the server's answers, ConcurrencyOff
+	// (-1) sets none, and 1 to MaxSeats is a fixed number.
+	Concurrency int
+	// MaxConcurrency is the ceiling of ConcurrencyAuto: 0 for
+	// DefaultMaxConcurrency, or 1 to MaxSeats. It must be 0 otherwise.
+	MaxConcurrency int
 }
 
 // DefaultConfig returns the defaults: enabled, 400 requests per minute per
 // API server with StrategyWindow, adaptive, no maximum wait, no jitter,
 // owner "default", in memory, falling back to a local budget on store
-// failure.
+// failure, and a concurrency limit learned from the server's answers.
 func DefaultConfig() Config {
 	return Config{
 		Enabled:      true,
@@ -146,6 +154,8 @@ func (c Config) Validate() error {
 		c.checkStore,
 		c.checkRedisURL,
 		c.checkStoreFailure,
+		c.checkConcurrency,
+		c.checkConcurrencyMax,
 	}
 	for _, check := range checks {
 		if err := check(); err != nil {

@@ -91,6 +91,8 @@ var envVars = []envVar{
 		c.StoreFailure = FailurePolicy(v)
 		return c.checkStoreFailure()
 	}},
+	concurrencyVars[0],
+	concurrencyVars[1],
 }
 
 var timespans = map[string]time.Duration{
@@ -334,7 +336,7 @@ func (c Config) Describe() [][2]string {
 	if c.RedisURL != "" {
 		redisURL = RedactRedisURL(c.RedisURL)
 	}
-	return [][2]string{
+	return append([][2]string{
 		{EnvEnabled, strconv.FormatBool(c.Enabled)},
 		{EnvLimit, strconv.Itoa(c.Limit)},
 		{EnvTimespan, c.Timespan.String()},
@@ -347,7 +349,7 @@ func (c Config) Describe() [][2]string {
 		{EnvStore, string(c.Store)},
 		{EnvRedisURL, redisURL},
 		{EnvStoreFailure, string(c.StoreFailure)},
-	}
+	}, c.describeConcurrency()...)
 }
 
 // String returns the effective settings on one line, with the Redis URL

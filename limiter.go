@@ -122,6 +122,8 @@ func New(cfg Config, opts ...Option) (*Limiter, error) {
 		Logger:   o.logger,
 		Observer: observer,
 		Exempt:   o.exempt,
+
+		Concurrency: cfg.concurrency(),
 	})
 	if m != nil {
 		if err := m.register(o.metrics, engine); err != nil {

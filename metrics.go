@@ -21,6 +21,9 @@ import (
 //	k8sratelimit_wait_seconds{cluster}              histogram of the wait of every counted request sent
 //	k8sratelimit_server_throttles_total{cluster,code}  429s, and 503s with Retry-After, seen
 //	k8sratelimit_cooldown_seconds{cluster}          cooldown left, read from the store at scrape time
+//	k8sratelimit_concurrency_limit{cluster}         requests allowed in flight (seats): fixed, or as learned so far
+//	k8sratelimit_seats_in_use{cluster}              requests in flight, or waiting for their slot with a seat
+//	k8sratelimit_seats_waiting{cluster}             requests waiting for a seat
 //	k8sratelimit_store_errors_total                 failed calls to a shared store
 //	k8sratelimit_store_outages_total                outages of a shared store (each starts the failure policy)
 //	k8sratelimit_store_available                    1 while the shared store answers, 0 during an outage
@@ -99,7 +102,7 @@ func (m *metrics) storeEvent(e store.Event) {
 // register registers the metrics, and the cooldown gauge read from
 // engine, on reg.
 func (m *metrics) register(reg prometheus.Registerer, engine *limiter.Limiter) error {
-	collectors := []prometheus.Collector{m.requests, m.wait, m.throttles, cooldownCollector{engine}}
+	collectors := []prometheus.Collector{m.requests, m.wait, m.throttles, cooldownCollector{engine}, seatsCollector{engine}}
 	if _, shared := engine.Store().(*store.Redis); shared {
 		m.storeAvailable.Set(1)
 		collectors = append(collectors, m.storeErrors, m.storeOutages, m.storeAvailable, m.storeFallbacks)
@@ -112,7 +115,7 @@ func (m *metrics) register(reg prometheus.Registerer, engine *limiter.Limiter) e
 	return nil
 }
 
-func (m *metrics) Admitted(cluster, _ string, wait time.Duration, _ bool) {
+func (m *metrics) Admitted(cluster, _ string, wait time.Duration, _ limiter.WaitReason) {
 	outcome := "admitted"
 	if wait > 0 {
 		outcome = "deferred"
@@ -162,9 +165,9 @@ func (c cooldownCollector) Collect(ch chan<- prometheus.Metric) {
 // observers tells each of its observers of every decision.
 type observers []limiter.Observer
 
-func (os observers) Admitted(cluster, key string, wait time.Duration, cooldown bool) {
+func (os observers) Admitted(cluster, key string, wait time.Duration, reason limiter.WaitReason) {
 	for _, o := range os {
-		o.Admitted(cluster, key, wait, cooldown)
+		o.Admitted(cluster, key, wait, reason)
 	}
 }
 
@@ -183,5 +186,47 @@ func (os observers) Exempt(cluster, key string) {
 func (os observers) Throttled(cluster, key string, code int, cooldown time.Duration) {
 	for _, o := range os {
 		o.Throttled(cluster, key, code, cooldown)
+	}
+}
+
+// seatsCollector reports each budget's concurrency limit and its use at
+// scrape time, summed per cluster name.
+type seatsCollector struct{ engine *limiter.Limiter }
+
+var (
+	concurrencyLimitDesc = prometheus.NewDesc("k8sratelimit_concurrency_limit",
+		"Requests allowed in flight at once (seats): the fixed limit, or the adaptive limit as learned so far.",
+		[]string{"cluster"}, nil)
+	seatsInUseDesc = prometheus.NewDesc("k8sratelimit_seats_in_use",
+		"Seats held: requests sent whose responses are not finished, and requests waiting for their slot with a seat.",
+		[]string{"cluster"}, nil)
+	seatsWaitingDesc = prometheus.NewDesc("k8sratelimit_seats_waiting",
+		"Requests waiting for a seat.",
+		[]string{"cluster"}, nil)
+)
+
+func (c seatsCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- concurrencyLimitDesc
+	ch <- seatsInUseDesc
+	ch <- seatsWaitingDesc
+}
+
+func (c seatsCollector) Collect(ch chan<- prometheus.Metric) {
+	sum := make(map[string]limiter.SeatStatus)
+	for _, b := range c.engine.Budgets() {
+		s := b.Seats()
+		if s.Limit == 0 {
+			continue
+		}
+		t := sum[b.Cluster()]
+		t.Limit += s.Limit
+		t.InUse += s.InUse
+		t.Waiting += s.Waiting
+		sum[b.Cluster()] = t
+	}
+	for cluster, s := range sum {
+		ch <- prometheus.MustNewConstMetric(concurrencyLimitDesc, prometheus.GaugeValue, float64(s.Limit), cluster)
+		ch <- prometheus.MustNewConstMetric(seatsInUseDesc, prometheus.GaugeValue, float64(s.InUse), cluster)
+		ch <- prometheus.MustNewConstMetric(seatsWaitingDesc, prometheus.GaugeValue, float64(s.Waiting), cluster)
 	}
 }

@@ -26,6 +26,7 @@ import (
 
 	"github.com/k8sratelimit/k8sratelimit"
 	"github.com/k8sratelimit/k8sratelimit/cluster"
+	"github.com/k8sratelimit/k8sratelimit/limiter"
 	"github.com/k8sratelimit/k8sratelimit/store"
 )
 
@@ -154,7 +155,7 @@ func (r *recorder) SetCooldown(context.Context, string, store.Policy, time.Durat
 }
 func (r *recorder) Cooldown(context.Context, string) (time.Duration, error) { return 0, nil }
 
-func (r *recorder) Admitted(string, string, time.Duration, bool) {}
-func (r *recorder) Rejected(string, string, time.Duration)       {}
-func (r *recorder) Throttled(string, string, int, time.Duration) {}
-func (r *recorder) Exempt(string, string)                        { r.mu.Lock(); r.exempt++; r.mu.Unlock() }
+func (r *recorder) Admitted(string, string, time.Duration, limiter.WaitReason) {}
+func (r *recorder) Rejected(string, string, time.Duration)                     {}
+func (r *recorder) Throttled(string, string, int, time.Duration)               {}
+func (r *recorder) Exempt(string, string)                                      { r.mu.Lock(); r.exempt++; r.mu.Unlock() }

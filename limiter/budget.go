@@ -27,10 +27,12 @@ type Budget struct {
 	moved chan struct{} // closed and replaced when a cooldown moves reservations
 
 	lastSlowLog atomic.Int64 // clock UnixNano of the last slow-wait log line
+
+	seats *seats // nil without a concurrency limit
 }
 
 func newBudget(l *Limiter, key, cluster string) *Budget {
-	b := &Budget{l: l, key: key, moved: make(chan struct{})}
+	b := &Budget{l: l, key: key, moved: make(chan struct{}), seats: newSeats(l.concurrency, l.clock.Now())}
 	b.cluster.Store(&cluster)
 	return b
 }
@@ -48,7 +50,9 @@ func (b *Budget) Key() string { return b.key }
 // Cluster returns the cluster name used in errors, logs and metrics.
 func (b *Budget) Cluster() string { return *b.cluster.Load() }
 
-// Wait takes one slot of the budget and returns when it has come.
+// Wait takes one slot of the budget and returns when it has come. It
+// takes no seat: it sees no response to give one back (the Transport
+// does).
 //
 // The wait is decided before sleeping. When it would exceed the maximum
 // wait (WithMaxWait, else the configured one), or end after the context's
@@ -62,15 +66,43 @@ func (b *Budget) Wait(ctx context.Context) error {
 
 // wait is Wait that also gives up, releasing its slot, when stop is closed.
 func (b *Budget) wait(ctx context.Context, stop <-chan struct{}) error {
+	_, err := b.admit(ctx, stop, false)
+	return err
+}
+
+// admit takes a seat, when seated and the budget has a concurrency limit,
+// then a slot, and returns the seat. On failure it holds nothing.
+func (b *Budget) admit(ctx context.Context, stop <-chan struct{}, seated bool) (seat, error) {
 	l := b.l
 	if l.isClosed() {
-		return errClosed
+		return seat{}, errClosed
 	}
 	if err := ctx.Err(); err != nil {
-		return err
+		return seat{}, err
 	}
 	w := b.limits(ctx)
-	res, err := l.store.Reserve(ctx, b.key, l.policy, store.Request{MaxWait: w.limit, Jitter: l.drawJitter()})
+	var st seat
+	if seated && b.seats != nil {
+		var err error
+		if st, err = b.takeSeat(ctx, stop, &w); err != nil {
+			return seat{}, err
+		}
+	}
+	if err := b.slot(ctx, stop, w); err != nil {
+		st.free(outcomeUnsent, l.clock.Now())
+		return seat{}, err
+	}
+	return st, nil
+}
+
+// slot takes one slot of the budget and returns when it has come.
+func (b *Budget) slot(ctx context.Context, stop <-chan struct{}, w waitLimits) error {
+	l := b.l
+	maxWait := w.limit
+	if w.seatWait > 0 && maxWait != store.NoMaxWait {
+		maxWait = max(maxWait-w.seatWait, 0)
+	}
+	res, err := l.store.Reserve(ctx, b.key, l.policy, store.Request{MaxWait: maxWait, Jitter: l.drawJitter()})
 	if err != nil {
 		return fmt.Errorf("k8sratelimit: budget %s: %w", b.key, err)
 	}
@@ -78,7 +110,12 @@ func (b *Budget) wait(ctx context.Context, stop <-chan struct{}) error {
 		return b.refuse(res.Wait, w)
 	}
 	if res.Wait == 0 {
-		l.observer.Admitted(b.Cluster(), b.key, 0, false)
+		reason := WaitNone
+		if w.seatWait > 0 {
+			reason = WaitSeat
+		}
+		l.observer.Admitted(b.Cluster(), b.key, w.seatWait, reason)
+		b.logSlow(w.seatWait, reason)
 		return nil
 	}
 	return b.sleep(ctx, stop, res, w)
@@ -90,6 +127,7 @@ type waitLimits struct {
 	limit      time.Duration // the tighter of max wait and deadline
 	maxWait    time.Duration // the max wait in force, 0 when there is none
 	byDeadline bool          // the context's deadline is the tighter limit
+	seatWait   time.Duration // spent waiting for a seat
 }
 
 func (b *Budget) limits(ctx context.Context) waitLimits {
@@ -161,16 +199,37 @@ func (b *Budget) sleep(ctx context.Context, stop <-chan struct{}, res store.Rese
 		}
 		if left == 0 {
 			waited := l.clock.Since(w.start)
-			l.observer.Admitted(b.Cluster(), b.key, waited, res.Cooldown)
-			b.logSlow(waited, res.Cooldown)
+			reason := b.reason(res.Cooldown, w.seatWait, waited)
+			l.observer.Admitted(b.Cluster(), b.key, waited, reason)
+			b.logSlow(waited, reason)
 			return nil
 		}
-		// A cooldown moved the slot: give up now if it is out of reach.
+		// The slot moved: give up now if it is out of reach.
 		if l.clock.Since(w.start)+left > w.limit {
 			b.release(ctx, res.ID)
 			return b.refuse(left, w)
 		}
-		wait, res.Cooldown = left, true
+		// Reservations also move after a late send or a departed process;
+		// only a cooldown in force makes it the reason.
+		if !res.Cooldown {
+			cd, err := l.store.Cooldown(ctx, b.key)
+			res.Cooldown = err == nil && cd > 0
+		}
+		wait = left
+	}
+}
+
+// reason says what a request that waited waited for: a cooldown when one
+// was part of the wait, else whichever of its seat and its slot took
+// longer.
+func (b *Budget) reason(cooldown bool, seatWait, waited time.Duration) WaitReason {
+	switch {
+	case cooldown:
+		return WaitCooldown
+	case 2*seatWait > waited:
+		return WaitSeat
+	default:
+		return WaitBudget
 	}
 }
 
@@ -212,7 +271,7 @@ func (b *Budget) wake() {
 
 // logSlow logs a wait longer than slowWait, at most once per slowWait per
 // budget, naming the budget and what made it wait.
-func (b *Budget) logSlow(waited time.Duration, cooldown bool) {
+func (b *Budget) logSlow(waited time.Duration, reason WaitReason) {
 	if waited <= slowWait {
 		return
 	}
@@ -221,12 +280,8 @@ func (b *Budget) logSlow(waited time.Duration, cooldown bool) {
 	if now-last < int64(slowWait) || !b.lastSlowLog.CompareAndSwap(last, now) {
 		return
 	}
-	reason := "client-side budget"
-	if cooldown {
-		reason = "server cooldown"
-	}
 	b.l.log.Info("Waited before sending a request", "waited", waited.Round(time.Millisecond),
-		"reason", reason, "cluster", b.Cluster(), "budget", b.key)
+		"reason", reason.String(), "cluster", b.Cluster(), "budget", b.key)
 }
 
 // Limiter returns the Limiter the budget belongs to.

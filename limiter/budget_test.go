@@ -232,7 +232,7 @@ type events struct {
 
 type countingObserver struct{ e *events }
 
-func (o countingObserver) Admitted(_, _ string, wait time.Duration, _ bool) {
+func (o countingObserver) Admitted(_, _ string, wait time.Duration, _ limiter.WaitReason) {
 	if wait == 0 {
 		o.e.admitted++
 	} else {

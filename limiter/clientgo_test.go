@@ -303,9 +303,9 @@ type cgThrottle struct {
 	cooldown time.Duration
 }
 
-func (o *cgObserver) Admitted(string, string, time.Duration, bool) { o.admitted.Add(1) }
-func (o *cgObserver) Rejected(string, string, time.Duration)       { o.rejected.Add(1) }
-func (o *cgObserver) Exempt(string, string)                        { o.exempt.Add(1) }
+func (o *cgObserver) Admitted(string, string, time.Duration, limiter.WaitReason) { o.admitted.Add(1) }
+func (o *cgObserver) Rejected(string, string, time.Duration)                     { o.rejected.Add(1) }
+func (o *cgObserver) Exempt(string, string)                                      { o.exempt.Add(1) }
 func (o *cgObserver) Throttled(_, _ string, code int, cooldown time.Duration) {
 	o.mu.Lock()
 	defer o.mu.Unlock()

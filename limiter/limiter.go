@@ -49,6 +49,9 @@ type Options struct {
 	// Exempt lists extra requests that never wait and consume nothing, on
 	// top of streaming connections and leader-election leases.
 	Exempt []func(*http.Request) bool
+	// Concurrency limits each budget's requests in flight through a
+	// Transport. Default: no limit.
+	Concurrency Concurrency
 }
 
 // Limiter shares budgets between clients. It is safe for concurrent use;
@@ -63,6 +66,8 @@ type Limiter struct {
 	log      logr.Logger
 	observer Observer
 	exempt   []func(*http.Request) bool
+
+	concurrency Concurrency
 
 	budgets sync.Map // key -> *Budget
 
@@ -85,6 +90,8 @@ func New(s store.Store, opts Options) *Limiter {
 		observer: opts.Observer,
 		exempt:   opts.Exempt,
 		done:     make(chan struct{}),
+
+		concurrency: opts.Concurrency,
 	}
 	if l.clock == nil {
 		l.clock = clock.RealClock{}
@@ -93,7 +100,7 @@ func New(s store.Store, opts Options) *Limiter {
 		l.log = logr.Discard()
 	}
 	if l.observer == nil {
-		l.observer = nopObserver{}
+		l.observer = NopObserver{}
 	}
 	return l
 }

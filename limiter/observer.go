@@ -7,9 +7,8 @@ import "time"
 // quickly. Implementations must be safe for concurrent use.
 type Observer interface {
 	// Admitted reports a counted request that was sent after waiting wait
-	// (0: admitted at once). cooldown reports that a server cooldown was
-	// part of the wait.
-	Admitted(cluster, key string, wait time.Duration, cooldown bool)
+	// (0: admitted at once) for reason.
+	Admitted(cluster, key string, wait time.Duration, reason WaitReason)
 	// Rejected reports a counted request that failed with a
 	// RateLimitExceededError telling it to retry after retryAfter.
 	Rejected(cluster, key string, retryAfter time.Duration)
@@ -21,9 +20,39 @@ type Observer interface {
 	Throttled(cluster, key string, code int, cooldown time.Duration)
 }
 
-type nopObserver struct{}
+// WaitReason says what a request waited for.
+type WaitReason uint8
 
-func (nopObserver) Admitted(string, string, time.Duration, bool) {}
-func (nopObserver) Rejected(string, string, time.Duration)       {}
-func (nopObserver) Exempt(string, string)                        {}
-func (nopObserver) Throttled(string, string, int, time.Duration) {}
+const (
+	// WaitNone: the request was admitted at once.
+	WaitNone WaitReason = iota
+	// WaitBudget: it waited for its slot in the rate budget.
+	WaitBudget
+	// WaitSeat: it waited mostly for a seat (the concurrency limit).
+	WaitSeat
+	// WaitCooldown: a server cooldown was part of its wait.
+	WaitCooldown
+)
+
+// String returns how logs name the reason.
+func (r WaitReason) String() string {
+	switch r {
+	case WaitBudget:
+		return "client-side budget"
+	case WaitSeat:
+		return "concurrency limit"
+	case WaitCooldown:
+		return "server cooldown"
+	default:
+		return "none"
+	}
+}
+
+// NopObserver is an Observer that does nothing: embed it to implement only
+// some of the methods.
+type NopObserver struct{}
+
+func (NopObserver) Admitted(string, string, time.Duration, WaitReason) {}
+func (NopObserver) Rejected(string, string, time.Duration)             {}
+func (NopObserver) Exempt(string, string)                              {}
+func (NopObserver) Throttled(string, string, int, time.Duration)       {}

@@ -14,6 +14,14 @@ import (
 // election), requests made with WithoutLimit, and those matched by the
 // Limiter's extra exemptions. A watch counts once, when it is opened.
 //
+// With a concurrency limit (Options.Concurrency), a counted request also
+// holds a seat from its send until its response is finished: its body read
+// to EOF or closed, or the round trip failed. A watch holds one until its
+// response headers arrive, as the API server frees a watch's seat once it
+// has started; pods/log and the proxy subresources, which the API server
+// runs outside API Priority and Fairness, hold none. A response body the
+// caller never closes keeps its seat, as it keeps its connection.
+//
 // With Adaptive on, a 429, or a 503 with Retry-After, that is not the
 // response of a proxy subresource cools the whole budget down for as long
 // as Retry-After says, whichever request it answers (an exempt one too:
@@ -41,42 +49,57 @@ func (b *Budget) Wrap(next http.RoundTripper) *Transport {
 // RoundTrip implements http.RoundTripper.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	b := t.budget
+	var st seat
 	if b.l.isExempt(req) {
 		b.l.observer.Exempt(b.Cluster(), b.key)
-	} else if err := b.Wait(req.Context()); err != nil {
-		if req.Body != nil {
-			req.Body.Close()
+	} else {
+		var err error
+		if st, err = b.admit(req.Context(), nil, holdsSeat(req)); err != nil {
+			if req.Body != nil {
+				req.Body.Close()
+			}
+			return nil, err
 		}
-		return nil, err
 	}
 	resp, err := t.next.RoundTrip(req)
-	if err == nil {
-		// Also for an exempt request: the server throttles this client all
-		// the same.
-		t.observe(req, resp)
+	if err != nil {
+		st.free(outcomeFailed, b.l.clock.Now())
+		return nil, err
 	}
-	return resp, err
+	// Also for an exempt request: the server throttles this client all
+	// the same.
+	o := outcomeGood
+	if t.observe(req, resp) {
+		o = outcomeThrottled
+	}
+	return st.holdUntilDone(resp, isWatch(req), o, b.l.clock), nil
 }
 
-// observe starts a cooldown when resp is a server's throttling answer.
-func (t *Transport) observe(req *http.Request, resp *http.Response) {
+// observe starts a cooldown when resp is a server's throttling answer, and
+// reports whether it was one (a proxied backend's answer never is).
+func (t *Transport) observe(req *http.Request, resp *http.Response) bool {
 	if resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable {
-		return // the common case, decided without reading the clock
+		return false // the common case, decided without reading the clock
 	}
 	b := t.budget
 	l := b.l
 	d, ok := throttleCooldown(resp, l.clock.Now())
 	if !ok {
-		return
+		return false
 	}
-	if !l.adaptive || isProxy(req) {
+	if isProxy(req) {
 		l.observer.Throttled(b.Cluster(), b.key, resp.StatusCode, 0)
-		return
+		return false
+	}
+	if !l.adaptive {
+		l.observer.Throttled(b.Cluster(), b.key, resp.StatusCode, 0)
+		return true
 	}
 	if _, err := b.Cooldown(req.Context(), d); err != nil {
 		l.log.Error(err, "starting a cooldown", "cluster", b.Cluster(), "budget", b.key)
 	}
 	l.observer.Throttled(b.Cluster(), b.key, resp.StatusCode, d)
+	return true
 }
 
 // WrappedRoundTripper returns the transport requests are passed on to, so

@@ -15,6 +15,7 @@ import (
 
 	rlerrors "github.com/k8sratelimit/k8sratelimit/errors"
 	"github.com/k8sratelimit/k8sratelimit/internal/apisim"
+	"github.com/k8sratelimit/k8sratelimit/limiter"
 	"github.com/k8sratelimit/k8sratelimit/store"
 )
 
@@ -45,7 +46,7 @@ type stats struct {
 	waits []time.Duration // of deferred requests
 }
 
-func (s *stats) Admitted(_, _ string, wait time.Duration, _ bool) {
+func (s *stats) Admitted(_, _ string, wait time.Duration, _ limiter.WaitReason) {
 	if wait == 0 {
 		s.atOnce.Add(1)
 		return

@@ -22,6 +22,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/k8sratelimit/k8sratelimit"
+	"github.com/k8sratelimit/k8sratelimit/limiter"
 )
 
 const (
@@ -174,7 +175,7 @@ type observed struct {
 }
 
 // Admitted counts a request admitted, at once or after waiting.
-func (o *countingObserver) Admitted(_, key string, _ time.Duration, _ bool) {
+func (o *countingObserver) Admitted(_, key string, _ time.Duration, _ limiter.WaitReason) {
 	o.count(key, &o.stats.admitted)
 }
 

@@ -83,7 +83,7 @@ func (d *Decisions) AdmitTimes() []time.Time {
 }
 
 // Admitted implements limiter.Observer.
-func (d *Decisions) Admitted(_, key string, wait time.Duration, _ bool) {
+func (d *Decisions) Admitted(_, key string, wait time.Duration, _ limiter.WaitReason) {
 	now := time.Now()
 	d.update(key, func(c *Counts) {
 		d.admits = append(d.admits, now)

@@ -1,0 +1,134 @@
+package limiter
+
+import (
+	"math"
+	"time"
+)
+
+// The adaptive concurrency limit follows TCP's congestion control, with
+// the server's throttling answers as losses, and one difference that APF
+// forces: every throttle stops the whole budget for Retry-After (at least
+// a second, and APF raises it while a flow keeps being rejected), so
+// probing above the last limit that drew one must be rare.
+//
+//   - Slow start: from InitialConcurrency, +1 for every good answer (the
+//     limit doubles every round trip) until the first throttle.
+//   - A throttle cuts the limit to cutFactor of the seats that were in use
+//     when the throttled request was sent — once per burst: answers to
+//     requests sent before the cut do not cut again, nor grow the limit.
+//   - Then additive growth (+1 per limit's worth of good answers), but
+//     never above the seats that drew the throttle, less one: the ceiling.
+//   - The ceiling rises after probeEvery without a throttle, by a step that
+//     doubles with every rise that held. A throttle within probeEvery of a
+//     rise doubles probeEvery (up to maxProbeEvery) and resets the step; a
+//     rise that held halves it (down to minProbeEvery).
+//
+// With a priority level of three seats that rejects, the limit settles on
+// three after one throttle in slow start, and costs at most one more
+// Retry-After every probeEvery, then every 2×, 4× … up to maxProbeEvery.
+const (
+	cutFactor     = 0.75
+	minProbeEvery = 30 * time.Second
+	maxProbeEvery = 10 * time.Minute
+)
+
+// control is the concurrency limit of a budget: fixed, or learned. It is
+// guarded by its seats' mutex.
+type control struct {
+	adaptive bool
+	limit    float64 // seats, at least 1
+	max      float64 // highest limit
+	ssthresh float64 // slow start below it
+
+	ceiling    float64   // growth stops here until raiseAt
+	raiseAt    time.Time // when the ceiling may rise
+	raised     time.Time // when it last rose; zero after a throttle
+	step       float64   // how much the next rise adds
+	probeEvery time.Duration
+
+	seq    uint64 // requests sent so far
+	cutSeq uint64 // seq at the last cut
+}
+
+func newControl(c Concurrency, now time.Time) control {
+	if c.Fixed > 0 {
+		n := float64(c.Fixed)
+		return control{limit: n, max: n, ceiling: n}
+	}
+	top := float64(c.Max)
+	if c.Max <= 0 {
+		top = DefaultMaxConcurrency
+	}
+	return control{
+		adaptive:   true,
+		limit:      min(InitialConcurrency, top),
+		max:        top,
+		ssthresh:   math.Inf(1),
+		ceiling:    top,
+		raiseAt:    now,
+		step:       1,
+		probeEvery: minProbeEvery,
+	}
+}
+
+// seats returns the limit as a whole number of seats.
+func (c *control) seats() int { return int(c.limit) }
+
+// sent counts a request sent and returns its sequence number.
+func (c *control) sent() uint64 {
+	c.seq++
+	return c.seq
+}
+
+// good grows the limit after a good answer to request seq, sent with
+// peers seats in use. A limit that is not used more than half does not
+// grow: it would only let a later burst overshoot.
+func (c *control) good(seq uint64, peers int, now time.Time) {
+	if !c.adaptive || seq <= c.cutSeq || 2*peers <= c.seats() {
+		return
+	}
+	if c.limit < c.ssthresh {
+		c.limit++
+	} else {
+		c.limit += 1 / math.Floor(c.limit)
+	}
+	if c.limit <= c.ceiling {
+		return
+	}
+	if c.ceiling < c.max && !now.Before(c.raiseAt) {
+		c.raise(now)
+	}
+	c.limit = min(c.limit, c.ceiling)
+}
+
+// raise lifts the ceiling by the step: a probe above the seats that last
+// drew a throttle.
+func (c *control) raise(now time.Time) {
+	if !c.raised.IsZero() {
+		// The previous rise held for probeEvery: probe faster.
+		c.step *= 2
+		c.probeEvery = max(c.probeEvery/2, minProbeEvery)
+	}
+	c.ceiling = min(c.ceiling+c.step, c.max)
+	c.raised = now
+	c.raiseAt = now.Add(c.probeEvery)
+}
+
+// throttled cuts the limit after a throttling answer to request seq, sent
+// with peers seats in use.
+func (c *control) throttled(seq uint64, peers int, now time.Time) {
+	if !c.adaptive || seq <= c.cutSeq {
+		return
+	}
+	c.cutSeq = c.seq
+	if !c.raised.IsZero() && now.Sub(c.raised) < c.probeEvery {
+		// The last rise drew it: probe less often.
+		c.probeEvery = min(2*c.probeEvery, maxProbeEvery)
+	}
+	c.limit = max(math.Floor(min(c.limit, float64(peers))*cutFactor), 1)
+	c.ssthresh = c.limit
+	c.ceiling = max(float64(peers-1), c.limit)
+	c.step = 1
+	c.raised = time.Time{}
+	c.raiseAt = now.Add(c.probeEvery)
+}

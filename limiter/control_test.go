@@ -1,0 +1,176 @@
+package limiter
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func TestControlSlowStartDoublesPerRoundTrip(t *testing.T) {
+	c := newControl(Concurrency{Adaptive: true}, t0)
+	require.Equal(t, InitialConcurrency, c.seats())
+	for round := 0; round < 3; round++ {
+		n := c.seats()
+		seqs := make([]uint64, n)
+		for i := range seqs {
+			seqs[i] = c.sent()
+		}
+		for _, s := range seqs {
+			c.good(s, n, t0)
+		}
+		assert.Equal(t, 2*n, c.seats(), "round %d", round)
+	}
+}
+
+func TestControlCutsOncePerBurst(t *testing.T) {
+	c := newControl(Concurrency{Adaptive: true}, t0)
+	c.limit = 8
+	seqs := make([]uint64, 8)
+	for i := range seqs {
+		seqs[i] = c.sent()
+	}
+	for _, s := range seqs[3:] {
+		c.throttled(s, 8, t0)
+	}
+	assert.Equal(t, 6, c.seats(), "five throttles of one burst cut once, to 3/4")
+	for _, s := range seqs[:3] {
+		c.good(s, 8, t0)
+	}
+	assert.Equal(t, 6, c.seats(), "answers to requests sent before the cut do not grow the limit")
+
+	s := c.sent()
+	c.throttled(s, 6, t0)
+	assert.Equal(t, 4, c.seats(), "a throttle of a request sent after the cut cuts again")
+}
+
+func TestControlCutsToTheSeatsInUse(t *testing.T) {
+	c := newControl(Concurrency{Adaptive: true}, t0)
+	c.limit = 40
+	c.throttled(c.sent(), 4, t0)
+	assert.Equal(t, 3, c.seats(), "the cut starts from the seats the throttled request saw, not an unused limit")
+	c.throttled(c.sent(), 1, t0)
+	assert.Equal(t, 1, c.seats(), "never below one")
+}
+
+func TestControlStaysBelowTheLastThrottleUntilItProbes(t *testing.T) {
+	c := newControl(Concurrency{Adaptive: true}, t0)
+	c.limit = 4
+	c.throttled(c.sent(), 4, t0)
+	require.Equal(t, 3, c.seats())
+
+	now := t0
+	for now.Before(t0.Add(minProbeEvery - time.Second)) {
+		c.good(c.sent(), 3, now)
+		now = now.Add(10 * time.Millisecond)
+	}
+	assert.Equal(t, 3, c.seats(), "no growth to the seats that drew the throttle before probeEvery")
+
+	now = t0.Add(minProbeEvery)
+	for range 10 {
+		c.good(c.sent(), 3, now)
+	}
+	assert.Equal(t, 4, c.seats(), "after probeEvery, one more seat is tried")
+
+	c.throttled(c.sent(), 4, now.Add(time.Second))
+	assert.Equal(t, 3, c.seats())
+	assert.Equal(t, 2*minProbeEvery, c.probeEvery, "a probe that drew a throttle doubles the time to the next")
+}
+
+func TestControlUnusedLimitDoesNotGrow(t *testing.T) {
+	c := newControl(Concurrency{Adaptive: true}, t0)
+	for range 100 {
+		c.good(c.sent(), 1, t0)
+	}
+	assert.Equal(t, 2, c.seats(), "one request at a time: the limit stays within twice the use")
+}
+
+func TestControlKeepsBetweenOneAndMax(t *testing.T) {
+	c := newControl(Concurrency{Adaptive: true, Max: 5}, t0)
+	for range 100 {
+		c.good(c.sent(), 5, t0)
+	}
+	assert.Equal(t, 5, c.seats())
+	for range 10 {
+		c.throttled(c.sent(), 1, t0)
+	}
+	assert.Equal(t, 1, c.seats())
+}
+
+func TestControlFixedNeverMoves(t *testing.T) {
+	c := newControl(Concurrency{Fixed: 3, Adaptive: true}, t0)
+	c.throttled(c.sent(), 3, t0)
+	c.good(c.sent(), 3, t0)
+	assert.Equal(t, 3, c.seats())
+}
+
+// TestControlAgainstARejectingLevel runs the control against a simulated
+// priority level of three seats that rejects the fourth request in flight
+// with Retry-After 1s (as APF's Reject does), 40 workers, 2 ms per
+// request, for 15 minutes of simulated time: the limit settles on the
+// level's seats, throttles stay rare and most of the capacity is served.
+func TestControlAgainstARejectingLevel(t *testing.T) {
+	const (
+		seatsOfLevel = 3
+		service      = 2 * time.Millisecond
+		retryAfter   = time.Second
+		run          = 15 * time.Minute
+	)
+	c := newControl(Concurrency{Adaptive: true}, t0)
+	type req struct {
+		seq   uint64
+		peers int
+		end   time.Time
+		ok    bool
+	}
+	var (
+		now      = t0
+		inFlight []req
+		served   int
+		rejected int
+		coolTill time.Time
+	)
+	for now.Before(t0.Add(run)) {
+		// Finish what is due.
+		kept := inFlight[:0]
+		for _, r := range inFlight {
+			if r.end.After(now) {
+				kept = append(kept, r)
+				continue
+			}
+			if r.ok {
+				served++
+				c.good(r.seq, r.peers, now)
+			} else {
+				rejected++
+				c.throttled(r.seq, r.peers, now)
+				coolTill = now.Add(retryAfter)
+			}
+		}
+		inFlight = kept
+		// Send while seats are free and no cooldown holds the budget.
+		for !now.Before(coolTill) && len(inFlight) < c.seats() {
+			accepted := 0
+			for _, r := range inFlight {
+				if r.ok {
+					accepted++
+				}
+			}
+			r := req{seq: c.sent(), peers: len(inFlight) + 1, ok: accepted < seatsOfLevel}
+			r.end = now.Add(service)
+			if !r.ok {
+				r.end = now // rejected at once
+			}
+			inFlight = append(inFlight, r)
+		}
+		now = now.Add(time.Millisecond)
+	}
+	best := int(run / service * seatsOfLevel)
+	t.Logf("served %d of %d (%.1f%%), %d throttles, limit %d", served, best, 100*float64(served)/float64(best), rejected, c.seats())
+	assert.Equal(t, seatsOfLevel, c.seats(), "the limit settles on the level's seats")
+	assert.GreaterOrEqual(t, float64(served), 0.95*float64(best), "at least 95%% of the level's capacity is served")
+	assert.LessOrEqual(t, rejected, 10, "a throttle in slow start, then a probe every 30s, 60s, 2m, 4m, 8m")
+}

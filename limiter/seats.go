@@ -1,0 +1,194 @@
+package limiter
+
+import (
+	"container/list"
+	"sync"
+	"time"
+)
+
+// Concurrency limits the requests of a budget in flight at once (its
+// seats), beside its rate. The zero value sets no limit.
+//
+// API Priority and Fairness meters seats, not rate: a priority level of
+// three seats rejects the fourth request in flight, however slowly they
+// come. A counted request holds a seat from its send until its response
+// is finished (body read to EOF or closed, or the round trip failed); a
+// watch until its response headers arrive. Exempt requests, pods/log and
+// the proxy subresources (which the API server runs outside APF's seats)
+// take none.
+type Concurrency struct {
+	// Fixed, when positive, is a fixed number of seats; Adaptive and Max
+	// are then ignored.
+	Fixed int
+	// Adaptive learns the number of seats from the server's answers: it
+	// starts at InitialConcurrency, grows while answers are good, and is
+	// cut on a throttling answer (429, or 503 with Retry-After), once per
+	// burst of them.
+	Adaptive bool
+	// Max is the ceiling of the adaptive limit: 0 is DefaultMaxConcurrency.
+	Max int
+}
+
+const (
+	// DefaultMaxConcurrency is the default ceiling of an adaptive
+	// concurrency limit.
+	DefaultMaxConcurrency = 100
+	// InitialConcurrency is the limit an adaptive concurrency limit starts
+	// from.
+	InitialConcurrency = 2
+)
+
+// enabled reports whether c limits anything.
+func (c Concurrency) enabled() bool { return c.Fixed > 0 || c.Adaptive }
+
+// SeatStatus is a budget's concurrency limit and its use.
+type SeatStatus struct {
+	// Limit is the number of seats now: fixed, or as learned so far.
+	Limit int
+	// InUse is the number of seats held: requests sent whose responses are
+	// not finished, and requests waiting for their slot with a seat.
+	InUse int
+	// Waiting is the number of requests waiting for a seat.
+	Waiting int
+}
+
+// seats is a budget's concurrency limit: a semaphore whose size the
+// control sets, served first come, first served. mu guards everything; it
+// is held for bookkeeping only, never while waiting.
+type seats struct {
+	mu      sync.Mutex
+	inUse   int
+	waiting list.List // *seatWaiter, in arrival order
+	ctl     control
+	hold    time.Duration // moving average of how long a seat is held
+}
+
+// seatWaiter is a request waiting for a seat. ready is closed when the
+// seat is given to it (granted is then set, under seats.mu).
+type seatWaiter struct {
+	ready   chan struct{}
+	granted bool
+	seat    seat
+}
+
+// seat is a seat held by one request. The zero seat holds nothing.
+type seat struct {
+	s     *seats
+	seq   uint64    // send order, to cut once per burst of throttles
+	peers int       // seats in use when it was taken, itself included
+	since time.Time // when it was taken
+}
+
+func newSeats(c Concurrency, now time.Time) *seats {
+	if !c.enabled() {
+		return nil
+	}
+	return &seats{ctl: newControl(c, now)}
+}
+
+// tryTake takes a seat if one is free and nobody is waiting before.
+func (s *seats) tryTake(now time.Time) (seat, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.waiting.Len() > 0 || s.inUse >= s.ctl.seats() {
+		return seat{}, false
+	}
+	return s.takeLocked(now), true
+}
+
+// takeLocked takes a seat. s.mu must be held.
+func (s *seats) takeLocked(now time.Time) seat {
+	s.inUse++
+	return seat{s: s, seq: s.ctl.sent(), peers: s.inUse, since: now}
+}
+
+// enqueue queues a waiter for the next free seat.
+func (s *seats) enqueue() (*seatWaiter, *list.Element) {
+	w := &seatWaiter{ready: make(chan struct{})}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return w, s.waiting.PushBack(w)
+}
+
+// leave takes w out of the queue. When the seat was given to w meanwhile,
+// it returns it and reports true.
+func (s *seats) leave(w *seatWaiter, e *list.Element, now time.Time) (seat, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if w.granted {
+		return w.seat, true
+	}
+	s.waiting.Remove(e)
+	// The waiter may have been the head holding back a free seat.
+	s.grantLocked(now)
+	return seat{}, false
+}
+
+// grantLocked gives free seats to the waiters at the head of the queue.
+// s.mu must be held.
+func (s *seats) grantLocked(now time.Time) {
+	for s.inUse < s.ctl.seats() {
+		e := s.waiting.Front()
+		if e == nil {
+			return
+		}
+		s.waiting.Remove(e)
+		w := e.Value.(*seatWaiter)
+		w.seat, w.granted = s.takeLocked(now), true
+		close(w.ready)
+	}
+}
+
+// outcome is how a request that held a seat ended.
+type outcome int8
+
+const (
+	// outcomeUnsent: it was never sent (refused or cancelled while waiting
+	// for its slot).
+	outcomeUnsent outcome = iota
+	// outcomeGood: the server answered without throttling.
+	outcomeGood
+	// outcomeThrottled: the server answered 429, or 503 with Retry-After.
+	outcomeThrottled
+	// outcomeFailed: the round trip failed; the server's state is unknown.
+	outcomeFailed
+)
+
+// free gives back the seat, telling the control how the request ended.
+// The zero seat does nothing.
+func (st seat) free(o outcome, now time.Time) {
+	s := st.s
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.inUse--
+	if o != outcomeUnsent {
+		held := now.Sub(st.since)
+		s.hold += (held - s.hold) / 8
+	}
+	switch o {
+	case outcomeGood:
+		s.ctl.good(st.seq, st.peers, now)
+	case outcomeThrottled:
+		s.ctl.throttled(st.seq, st.peers, now)
+	}
+	s.grantLocked(now)
+}
+
+// status returns the limit and its use.
+func (s *seats) status() SeatStatus {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return SeatStatus{Limit: s.ctl.seats(), InUse: s.inUse, Waiting: s.waiting.Len()}
+}
+
+// estimate returns how long a newcomer would wait for a seat, from the
+// queue ahead of it and how long seats have been held of late.
+func (s *seats) estimate() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rounds := s.waiting.Len()/max(s.ctl.seats(), 1) + 1
+	return time.Duration(rounds) * max(s.hold, time.Millisecond)
+}

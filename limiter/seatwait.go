@@ -1,0 +1,86 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/k8sratelimit/k8sratelimit/store"
+)
+
+// takeSeat takes a seat of the budget, waiting in line when none is free.
+// It records the time spent waiting in w.
+//
+// How long a seat takes to come cannot be known in advance: it depends on
+// how long the requests holding the seats take. The wait is therefore
+// refused at once only when it is sure to exceed w's limit (a request that
+// may not wait, or a cooldown longer than the limit, which every seat
+// holder waits out first), and otherwise given up when the limit is
+// reached, with an estimate of the wait left as RetryAfter.
+func (b *Budget) takeSeat(ctx context.Context, stop <-chan struct{}, w *waitLimits) (seat, error) {
+	l := b.l
+	now := l.clock.Now()
+	if st, ok := b.seats.tryTake(now); ok {
+		return st, nil
+	}
+	if w.start.IsZero() {
+		w.start = now
+	}
+	cooldown := b.cooldownLeft(ctx)
+	if w.limit == 0 || cooldown > w.limit {
+		return seat{}, b.refuse(max(cooldown, b.seats.estimate()), *w)
+	}
+	if !l.addWaiter() {
+		return seat{}, errClosed
+	}
+	defer l.waiters.Done()
+
+	sw, e := b.seats.enqueue()
+	var timeout <-chan time.Time
+	if w.limit != store.NoMaxWait {
+		timer := l.clock.NewTimer(w.limit - l.clock.Since(w.start))
+		defer timer.Stop()
+		timeout = timer.C()
+	}
+	var quit error
+	select {
+	case <-sw.ready:
+		w.seatWait = l.clock.Since(w.start)
+		return sw.seat, nil
+	case <-timeout:
+		quit = b.refuse(max(b.cooldownLeft(ctx), b.seats.estimate()), *w)
+	case <-ctx.Done():
+		quit = ctx.Err()
+		if w.byDeadline && errors.Is(quit, context.DeadlineExceeded) {
+			quit = b.refuse(max(b.cooldownLeft(ctx), b.seats.estimate()), *w)
+		}
+	case <-stop:
+		quit = errStopped
+	case <-l.done:
+		quit = errClosed
+	}
+	now = l.clock.Now()
+	if st, got := b.seats.leave(sw, e, now); got {
+		st.free(outcomeUnsent, now)
+	}
+	return seat{}, quit
+}
+
+// cooldownLeft returns the cooldown left on the budget, 0 when none or
+// when the store cannot say.
+func (b *Budget) cooldownLeft(ctx context.Context) time.Duration {
+	d, err := b.l.store.Cooldown(context.WithoutCancel(ctx), b.key)
+	if err != nil {
+		return 0
+	}
+	return d
+}
+
+// Seats returns the budget's concurrency limit and its use; the zero
+// SeatStatus when it has none.
+func (b *Budget) Seats() SeatStatus {
+	if b.seats == nil {
+		return SeatStatus{}
+	}
+	return b.seats.status()
+}
