@@ -20,14 +20,21 @@ import (
 const (
 	userGroup = "k8sratelimit-e2e-users"
 
-	userPlain     = "plain"         // served like any workload
-	userUnlimited = "apf-unlimited" // throttled, driven without a limiter
-	userLimited   = "apf-limited"   // throttled, driven through the limiter
-	userMaxWait   = "apf-maxwait"   // throttled, driven into a cooldown
+	userPlain     = "plain"          // served like any workload
+	userUnlimited = "apf-unlimited"  // throttled, driven without a limiter
+	userLimited   = "apf-limited"    // throttled, driven through the limiter
+	userMaxWait   = "apf-maxwait"    // throttled, driven into a cooldown
+	userSeats     = "apf-seats"      // throttled, for the concurrency limit's runs
+	userSeatsDflt = "apf-seats-dflt" // throttled, for the default configuration's run
+	userQueued    = "apf-queued"     // a level that queues instead of rejecting
 )
 
 // throttledUsers are the users that get a rejecting priority level.
-var throttledUsers = []string{userUnlimited, userLimited, userMaxWait}
+var throttledUsers = []string{userUnlimited, userLimited, userMaxWait, userSeats, userSeatsDflt}
+
+// queuedLength is the queue of userQueued's level: room for every worker
+// of the seats tests, so that it never rejects.
+const queuedLength = 128
 
 // startTimeout bounds starting the control plane and preparing it.
 const startTimeout = 3 * time.Minute
@@ -64,7 +71,7 @@ func run(m *testing.M) (code int) {
 	defer cancel()
 	cp, err := controlplane.Start(ctx, controlplane.Options{
 		BinDir:    binDir,
-		Users:     append([]string{userPlain}, throttledUsers...),
+		Users:     append([]string{userPlain, userQueued}, throttledUsers...),
 		UserGroup: userGroup,
 	})
 	if err != nil {
@@ -114,6 +121,14 @@ func prepare(ctx context.Context, cp *controlplane.ControlPlane) error {
 		}
 		suite.throttles[user] = th
 	}
+	th, err := setup.QueueUser(ctx, admin, userQueued, queuedLength)
+	if err != nil {
+		return err
+	}
+	if err := th.WaitClassified(ctx, cp.UserConfig(userQueued)); err != nil {
+		return fmt.Errorf("user %s: %w", userQueued, err)
+	}
+	suite.throttles[userQueued] = th
 	return setup.WaitAuthorized(ctx, cp.UserConfig(userPlain))
 }
 

@@ -3,6 +3,8 @@ package limiter
 import (
 	"math"
 	"time"
+
+	"github.com/k8sratelimit/k8sratelimit/store"
 )
 
 // The adaptive concurrency limit follows TCP's congestion control, with
@@ -115,10 +117,10 @@ func (c *control) raise(now time.Time) {
 }
 
 // throttled cuts the limit after a throttling answer to request seq, sent
-// with peers seats in use.
-func (c *control) throttled(seq uint64, peers int, now time.Time) {
+// with peers seats in use, and reports the cut it made, if any.
+func (c *control) throttled(seq uint64, peers int, now time.Time) (store.SeatCut, bool) {
 	if !c.adaptive || seq <= c.cutSeq {
-		return
+		return store.SeatCut{}, false
 	}
 	c.cutSeq = c.seq
 	if !c.raised.IsZero() && now.Sub(c.raised) < c.probeEvery {
@@ -131,4 +133,21 @@ func (c *control) throttled(seq uint64, peers int, now time.Time) {
 	c.step = 1
 	c.raised = time.Time{}
 	c.raiseAt = now.Add(c.probeEvery)
+	return store.SeatCut{Limit: int(c.limit), Ceiling: int(c.ceiling), ProbeAfter: c.probeEvery}, true
+}
+
+// adopt applies a cut another process sharing the budget made: the
+// processes learn one limit together.
+func (c *control) adopt(cut store.SeatCut, now time.Time) {
+	if !c.adaptive {
+		return
+	}
+	c.cutSeq = c.seq
+	c.limit = max(min(c.limit, float64(cut.Limit)), 1)
+	c.ssthresh = c.limit
+	c.ceiling = min(max(float64(cut.Ceiling), c.limit), c.max)
+	c.step = 1
+	c.raised = time.Time{}
+	c.probeEvery = min(max(cut.ProbeAfter, minProbeEvery), maxProbeEvery)
+	c.raiseAt = now.Add(cut.ProbeAfter)
 }

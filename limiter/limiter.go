@@ -114,8 +114,14 @@ func (l *Limiter) Budget(key, cluster string) *Budget {
 	}
 	v, loaded := l.budgets.LoadOrStore(key, newBudget(l, key, cluster))
 	b := v.(*Budget)
-	if n, ok := l.store.(store.Notifier); ok && !loaded {
+	if loaded {
+		return b
+	}
+	if n, ok := l.store.(store.Notifier); ok {
 		n.Notify(key, b.wake)
+	}
+	if sh, ok := l.store.(store.SeatSharer); ok && b.seats != nil {
+		sh.OnCut(key, func(cut store.SeatCut) { b.seats.adopt(cut, l.clock.Now()) })
 	}
 	return b
 }

@@ -4,6 +4,8 @@ import (
 	"container/list"
 	"sync"
 	"time"
+
+	"github.com/k8sratelimit/k8sratelimit/store"
 )
 
 // Concurrency limits the requests of a budget in flight at once (its
@@ -43,8 +45,11 @@ func (c Concurrency) enabled() bool { return c.Fixed > 0 || c.Adaptive }
 
 // SeatStatus is a budget's concurrency limit and its use.
 type SeatStatus struct {
-	// Limit is the number of seats now: fixed, or as learned so far.
+	// Limit is the number of seats now: fixed, or as learned so far; with
+	// a store shared by several processes, theirs together.
 	Limit int
+	// Share is the seats this process may hold: Limit, or its share of it.
+	Share int
 	// InUse is the number of seats held: requests sent whose responses are
 	// not finished, and requests waiting for their slot with a seat.
 	InUse int
@@ -61,6 +66,11 @@ type seats struct {
 	waiting list.List // *seatWaiter, in arrival order
 	ctl     control
 	hold    time.Duration // moving average of how long a seat is held
+
+	// With a store shared by several processes, the control's limit is
+	// theirs together and this process holds its share of it.
+	key    string
+	shared store.SeatSharer // nil: the limit is this process's alone
 }
 
 // seatWaiter is a request waiting for a seat. ready is closed when the
@@ -79,27 +89,48 @@ type seat struct {
 	since time.Time // when it was taken
 }
 
-func newSeats(c Concurrency, now time.Time) *seats {
+func newSeats(c Concurrency, key string, st store.Store, now time.Time) *seats {
 	if !c.enabled() {
 		return nil
 	}
-	return &seats{ctl: newControl(c, now)}
+	s := &seats{ctl: newControl(c, now), key: key}
+	s.shared, _ = st.(store.SeatSharer)
+	return s
+}
+
+// capLocked returns the seats this process may hold: the limit, or its
+// share of it. s.mu must be held.
+func (s *seats) capLocked() int {
+	n := s.ctl.seats()
+	if s.shared != nil {
+		return s.shared.SeatShare(s.key, n)
+	}
+	return n
+}
+
+// adopt applies another process's cut of the shared limit.
+func (s *seats) adopt(cut store.SeatCut, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ctl.adopt(cut, now)
 }
 
 // tryTake takes a seat if one is free and nobody is waiting before.
 func (s *seats) tryTake(now time.Time) (seat, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.waiting.Len() > 0 || s.inUse >= s.ctl.seats() {
+	if s.waiting.Len() > 0 || s.inUse >= s.capLocked() {
 		return seat{}, false
 	}
 	return s.takeLocked(now), true
 }
 
-// takeLocked takes a seat. s.mu must be held.
+// takeLocked takes a seat. Its peers are the seats in use, counting the
+// other processes' shares as in use. s.mu must be held.
 func (s *seats) takeLocked(now time.Time) seat {
 	s.inUse++
-	return seat{s: s, seq: s.ctl.sent(), peers: s.inUse, since: now}
+	others := max(s.ctl.seats()-s.capLocked(), 0)
+	return seat{s: s, seq: s.ctl.sent(), peers: s.inUse + others, since: now}
 }
 
 // enqueue queues a waiter for the next free seat.
@@ -127,7 +158,7 @@ func (s *seats) leave(w *seatWaiter, e *list.Element, now time.Time) (seat, bool
 // grantLocked gives free seats to the waiters at the head of the queue.
 // s.mu must be held.
 func (s *seats) grantLocked(now time.Time) {
-	for s.inUse < s.ctl.seats() {
+	for s.inUse < s.capLocked() {
 		e := s.waiting.Front()
 		if e == nil {
 			return
@@ -161,6 +192,13 @@ func (st seat) free(o outcome, now time.Time) {
 	if s == nil {
 		return
 	}
+	if cut, ok := s.freeSeat(st, o, now); ok && s.shared != nil {
+		s.shared.ShareCut(s.key, cut)
+	}
+}
+
+// freeSeat is free under the lock; it returns the cut the control made.
+func (s *seats) freeSeat(st seat, o outcome, now time.Time) (cut store.SeatCut, cutOK bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.inUse--
@@ -172,16 +210,17 @@ func (st seat) free(o outcome, now time.Time) {
 	case outcomeGood:
 		s.ctl.good(st.seq, st.peers, now)
 	case outcomeThrottled:
-		s.ctl.throttled(st.seq, st.peers, now)
+		cut, cutOK = s.ctl.throttled(st.seq, st.peers, now)
 	}
 	s.grantLocked(now)
+	return cut, cutOK
 }
 
 // status returns the limit and its use.
 func (s *seats) status() SeatStatus {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return SeatStatus{Limit: s.ctl.seats(), InUse: s.inUse, Waiting: s.waiting.Len()}
+	return SeatStatus{Limit: s.ctl.seats(), Share: s.capLocked(), InUse: s.inUse, Waiting: s.waiting.Len()}
 }
 
 // estimate returns how long a newcomer would wait for a seat, from the
@@ -189,6 +228,6 @@ func (s *seats) status() SeatStatus {
 func (s *seats) estimate() time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	rounds := s.waiting.Len()/max(s.ctl.seats(), 1) + 1
+	rounds := s.waiting.Len()/max(s.capLocked(), 1) + 1
 	return time.Duration(rounds) * max(s.hold, time.Millisecond)
 }

@@ -216,6 +216,7 @@ type redisBudget struct {
 	keys []string
 
 	procs    atomic.Int64 // processes last seen sharing it
+	rank     atomic.Int64 // this process's place among them, by name
 	lastUsed atomic.Int64 // localµs of the last Reserve
 	lastHere atomic.Int64 // localµs this process last refreshed its presence
 
@@ -349,7 +350,7 @@ func (s *Redis) reserve(ctx context.Context, b *redisBudget, p Policy, r Request
 		return reply{}, err
 	}
 	a, ok := v.([]any)
-	if !ok || len(a) != 6 {
+	if !ok || len(a) != 7 {
 		return reply{}, fmt.Errorf("store: unexpected reply %v", v)
 	}
 	n := func(i int) int64 { x, _ := a[i].(int64); return x }
@@ -357,9 +358,7 @@ func (s *Redis) reserve(ctx context.Context, b *redisBudget, p Policy, r Request
 	if rep.status == recorded && rep.wait > 0 && args[5] == "2" {
 		b.lastHere.Store(s.localµs()) // the script refreshed the presence
 	}
-	if procs := n(5); procs > 0 {
-		b.procs.Store(procs)
-	}
+	b.counted(n(5), n(6))
 	s.skew.Store(rep.now - s.localµs())
 	return rep, nil
 }

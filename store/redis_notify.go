@@ -7,31 +7,42 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// notifier delivers the store's "moved" messages: a script publishes one
-// on a budget's channel when it moves reservations that other processes
-// may be waiting on.
+// notifier delivers the messages of a budget's channel: "moved", which a
+// script publishes when it moves reservations that other processes may be
+// waiting on, and the cuts of its concurrency limit (see redis_seats.go).
 type notifier struct {
 	once   sync.Once
 	pubsub *redis.PubSub
 	mu     sync.Mutex
-	moved  map[string][]func() // channel -> callbacks
+	moved  map[string][]func()        // channel -> callbacks
+	cuts   map[string][]func(SeatCut) // channel -> callbacks
+	subbed map[string]bool            // channels subscribed to
 }
 
 // Notify implements Notifier: moved is called when another process's
 // cooldown moves the budget's reservations, or when the slots of a
 // process that went away are given to the waiters after them.
 func (s *Redis) Notify(key string, moved func()) {
+	channel := redisKeys(key)[0]
+	s.listen(channel, func(n *notifier) { n.moved[channel] = append(n.moved[channel], moved) })
+}
+
+// listen registers a callback with add, under the notifier's lock, and
+// subscribes to channel if it is not yet.
+func (s *Redis) listen(channel string, add func(*notifier)) {
 	n := &s.notify
 	n.once.Do(func() {
 		n.moved = map[string][]func(){}
+		n.cuts = map[string][]func(SeatCut){}
+		n.subbed = map[string]bool{}
 		n.pubsub = s.client.Subscribe(context.Background())
 		s.wg.Add(1)
 		go s.deliver(n.pubsub.Channel())
 	})
-	channel := redisKeys(key)[0]
 	n.mu.Lock()
-	first := len(n.moved[channel]) == 0
-	n.moved[channel] = append(n.moved[channel], moved)
+	add(n)
+	first := !n.subbed[channel]
+	n.subbed[channel] = true
 	n.mu.Unlock()
 	if first {
 		ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
@@ -54,6 +65,15 @@ func (s *Redis) deliver(ch <-chan *redis.Message) {
 		case m, ok := <-ch:
 			if !ok {
 				return
+			}
+			if cut, ok := s.parseCut(m.Payload); ok {
+				n.mu.Lock()
+				fs := n.cuts[m.Channel]
+				n.mu.Unlock()
+				for _, f := range fs {
+					f(cut)
+				}
+				continue
 			}
 			n.mu.Lock()
 			fs := n.moved[m.Channel]

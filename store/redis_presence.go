@@ -11,10 +11,22 @@ import (
 // upkeepArgs are the arguments of lua/upkeep.lua.
 func (s *Redis) upkeepArgs(b *redisBudget, p Policy) []any { return s.args(b, p, true, 0) }
 
-// upkept records the answer of an upkeep: the processes sharing the budget.
+// upkept records the answer of an upkeep: the processes sharing the
+// budget, and this one's rank among them.
 func (s *Redis) upkept(b *redisBudget, v any) {
-	if n, ok := v.(int64); ok && n > 0 {
+	if a, ok := v.([]any); ok && len(a) == 2 {
+		n, _ := a[0].(int64)
+		rank, _ := a[1].(int64)
+		b.counted(n, rank)
+	}
+}
+
+// counted records the processes sharing the budget and this one's rank
+// among them, when a script counted them (n > 0).
+func (b *redisBudget) counted(n, rank int64) {
+	if n > 0 {
 		b.procs.Store(n)
+		b.rank.Store(min(max(rank, 0), n-1))
 	}
 }
 

@@ -112,3 +112,35 @@ type Store interface {
 type Notifier interface {
 	Notify(key string, moved func())
 }
+
+// SeatCut is a cut of a budget's concurrency limit that one process made
+// after a throttling answer, shared with the other processes of the
+// budget.
+type SeatCut struct {
+	// Limit is the budget's concurrency limit after the cut, for all the
+	// processes sharing it together.
+	Limit int
+	// Ceiling is the limit growth stops at until ProbeAfter has passed:
+	// below the seats that drew the throttle.
+	Ceiling int
+	// ProbeAfter is how long after the cut the limit may grow past Ceiling.
+	ProbeAfter time.Duration
+}
+
+// SeatSharer is implemented by a store whose budgets several processes
+// share: they then share each budget's concurrency limit too, and hold no
+// more seats together than it.
+type SeatSharer interface {
+	// SeatShare returns this process's share of limit, a budget's
+	// concurrency limit for all the processes sharing it: limit divided
+	// among the live processes last seen, the remainder going to the first
+	// of them by name, so that the shares add up to limit. At least 1.
+	SeatShare(key string, limit int) int
+	// ShareCut tells the other processes of a cut this one made. It
+	// returns at once; the message is sent in the background, at most
+	// once.
+	ShareCut(key string, cut SeatCut)
+	// OnCut arranges for cut to be called with every cut another process
+	// shares on the budget key. cut must return quickly.
+	OnCut(key string, cut func(SeatCut))
+}

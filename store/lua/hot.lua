@@ -23,13 +23,30 @@ local renewEvery = math.max(span, 60000000)
 
 local function num(n) return string.format('%.0f', n) end
 
+-- rank is this process's place among the live processes sharing the
+-- budget, in the order of their names, when counted (-1: not counted): it
+-- decides which of them take the seats of a concurrency limit that does
+-- not divide evenly.
+local rank = -1
+
+-- count returns the number of live processes sharing the budget, and sets
+-- rank.
+local function count()
+  local live = redis.call('ZRANGEBYSCORE', P, '(' .. num(now), '+inf')
+  rank = 0
+  for _, p in ipairs(live) do
+    if p < proc then rank = rank + 1 end
+  end
+  return #live
+end
+
 -- here refreshes this process's presence when asked to (ahead: this call
 -- records a reservation ahead), and returns the number of processes
 -- sharing the budget (-1: not counted).
 local function here(ahead)
   if ARGV[6] == '1' then
     redis.call('ZADD', P, now + ttl, proc)
-    return redis.call('ZCOUNT', P, '(' .. num(now), '+inf')
+    return count()
   end
   if ARGV[6] == '2' and ahead then redis.call('ZADD', P, now + ttl, proc) end
   return -1

@@ -39,7 +39,7 @@ end
 -- presence refreshes this process's presence and frees the future
 -- reservations of every process whose presence has expired, giving their
 -- slots to the reservations after them. It returns the number of
--- processes sharing the budget.
+-- processes sharing the budget, and sets rank.
 local function presence()
   redis.call('ZADD', P, now + ttl, proc)
   local dead = redis.call('ZRANGEBYSCORE', P, '-inf', num(now))
@@ -58,7 +58,7 @@ local function presence()
     end
     if freed and compact() then redis.call('PUBLISH', W, 'moved') end
   end
-  return redis.call('ZCARD', P)
+  return count()
 end
 
 local function hnum(field)

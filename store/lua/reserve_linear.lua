@@ -4,7 +4,7 @@
 -- (µs) a reservation may be recorded, [13] the theoretical arrival time
 -- after those held requests (0: none), [14] interval (µs), [15] burst
 -- allowance tau (µs).
--- Returns {status, wait µs, cooling 0/1, now µs, tat µs, processes}: as
+-- Returns {status, wait µs, cooling 0/1, now µs, tat µs, processes, rank}: as
 -- reserve_window, with the theoretical arrival time after this request.
 local limit, maxwait, jit = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
 local member, held, horizon = ARGV[10], tonumber(ARGV[11]), tonumber(ARGV[12])
@@ -22,8 +22,8 @@ local slot = math.max(t0, tat + held * interval - tau)
 
 local at = claim(tonumber(st[3]) or 0, t0, slot, member, maxwait)
 if at then
-  if at - now > maxwait then return {0, at - now, cooling, now, tat, procs} end
-  return {1, at - now, cooling, now, tat, procs}
+  if at - now > maxwait then return {0, at - now, cooling, now, tat, procs, rank} end
+  return {1, at - now, cooling, now, tat, procs, rank}
 end
 
 local wait, j = slot - now, 0
@@ -32,12 +32,12 @@ if wait > 0 then
   slot = slot + j
   wait = wait + j
 end
-if wait > maxwait then return {0, wait, cooling, now, tat, procs} end
+if wait > maxwait then return {0, wait, cooling, now, tat, procs, rank} end
 local after = math.max(tat, t0) + interval + j
-if wait > 0 and (held > 0 or wait > horizon) then return {2, wait, cooling, now, after, procs} end
+if wait > 0 and (held > 0 or wait > horizon) then return {2, wait, cooling, now, after, procs, rank} end
 if wait > 0 then
   redis.call('ZADD', W, slot, member)
   here(true)
 end
 redis.call('HSET', M, 'tat', after)
-return {1, wait, cooling, now, after, procs}
+return {1, wait, cooling, now, after, procs, rank}

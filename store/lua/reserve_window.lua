@@ -6,9 +6,9 @@
 -- is the L-th latest before this one (-1: it is recorded in Redis), [15]
 -- 1 when a request admitted at once is sent without a Confirm (0 for a
 -- held request being recorded, whose waiter confirms).
--- Returns {status, wait µs, cooling 0/1, now µs, base µs, processes}:
+-- Returns {status, wait µs, cooling 0/1, now µs, base µs, processes, rank}:
 -- status 0 refused, 1 recorded, 2 to be held in-process (nothing
--- recorded); processes -1 when not counted.
+-- recorded); processes and rank -1 when not counted.
 local limit, maxwait, jit = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
 local member, held, horizon = ARGV[10], tonumber(ARGV[11]), tonumber(ARGV[12])
 local heldFloor, heldLth = tonumber(ARGV[13]), tonumber(ARGV[14])
@@ -41,8 +41,8 @@ end
 -- A released slot between the cooldown's end and that instant is claimed.
 local at = claim(tonumber(st[3]) or 0, math.max(now, cd), slot, member, maxwait, named)
 if at then
-  if at - now > maxwait then return {0, at - now, cooling, now, at, procs} end
-  return {1, at - now, cooling, now, at, procs}
+  if at - now > maxwait then return {0, at - now, cooling, now, at, procs, rank} end
+  return {1, at - now, cooling, now, at, procs, rank}
 end
 
 local base, wait = slot, slot - now
@@ -50,9 +50,9 @@ if wait > 0 then
   slot = slot + jitter(wait, jit, maxwait)
   wait = slot - now
 end
-if wait > maxwait then return {0, wait, cooling, now, base, procs} end
-if wait > 0 and (held > 0 or wait > horizon) then return {2, wait, cooling, now, base, procs} end
+if wait > maxwait then return {0, wait, cooling, now, base, procs, rank} end
+if wait > 0 and (held > 0 or wait > horizon) then return {2, wait, cooling, now, base, procs, rank} end
 redis.call('ZADD', W, slot, named(wait))
 redis.call('HSET', M, 'last', base)
 if wait > 0 then here(true) end
-return {1, wait, cooling, now, base, procs}
+return {1, wait, cooling, now, base, procs, rank}

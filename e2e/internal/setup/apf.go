@@ -28,6 +28,26 @@ type Throttle struct {
 // (APF raises its Retry-After while it keeps rejecting) does not carry
 // over to another.
 func ThrottleUser(ctx context.Context, cs kubernetes.Interface, user string) (*Throttle, error) {
+	return throttle(ctx, cs, user, flowcontrolv1.LimitResponse{Type: flowcontrolv1.LimitResponseTypeReject})
+}
+
+// QueueUser is ThrottleUser with a priority level that queues the
+// requests past its seats instead of rejecting them: one flow fits in a
+// queue of queueLength requests; only beyond that are requests rejected.
+func QueueUser(ctx context.Context, cs kubernetes.Interface, user string, queueLength int32) (*Throttle, error) {
+	return throttle(ctx, cs, user, flowcontrolv1.LimitResponse{
+		Type: flowcontrolv1.LimitResponseTypeQueue,
+		Queuing: &flowcontrolv1.QueuingConfiguration{
+			Queues:           1,
+			HandSize:         1,
+			QueueLengthLimit: queueLength,
+		},
+	})
+}
+
+// throttle creates the priority level of user, answering as lr says past
+// its seats, and the flow schema that puts the user's requests in it.
+func throttle(ctx context.Context, cs kubernetes.Interface, user string, lr flowcontrolv1.LimitResponse) (*Throttle, error) {
 	name := "k8sratelimit-e2e-" + user
 	pl := &flowcontrolv1.PriorityLevelConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -38,7 +58,7 @@ func ThrottleUser(ctx context.Context, cs kubernetes.Interface, user string) (*T
 				LendablePercent:          ptr.To[int32](0),
 				// Unset would let it borrow without limit from other levels.
 				BorrowingLimitPercent: ptr.To[int32](0),
-				LimitResponse:         flowcontrolv1.LimitResponse{Type: flowcontrolv1.LimitResponseTypeReject},
+				LimitResponse:         lr,
 			},
 		},
 	}

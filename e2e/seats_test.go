@@ -1,0 +1,204 @@
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/k8sratelimit/k8sratelimit"
+	"github.com/k8sratelimit/k8sratelimit/e2e/internal/probe"
+)
+
+// The seats runs: seatsWorkers workers list namespaces in a loop for
+// seatsRun, as a controller's workers would.
+const (
+	seatsWorkers = 40
+	seatsRun     = 15 * time.Second
+	defaultRun   = 30 * time.Second
+)
+
+// served is what one run got from the API server.
+type served struct {
+	name      string
+	served    int // 2xx answers
+	sent      int // requests that left, retries included
+	throttled int // 429s
+	limit     int // the concurrency limit at the end (0: none)
+}
+
+func (s served) throttledShare() float64 { return float64(s.throttled) / float64(max(s.sent, 1)) }
+
+// farAboveTheServer is a configuration whose rate budget is far above what
+// a priority level of a few seats can serve, so that only the concurrency
+// limit matters.
+func farAboveTheServer() *k8sratelimit.Config {
+	cfg := k8sratelimit.DefaultConfig()
+	cfg.Limit, cfg.Timespan = k8sratelimit.MaxWindowLimit, time.Second
+	return &cfg
+}
+
+// loadClient is a clientset of one user, through a limiter or none, with
+// the requests that left it recorded below the limiter.
+type loadClient struct {
+	name    string
+	workers int
+	cs      kubernetes.Interface
+	wire    probe.Wire
+	l       *k8sratelimit.Limiter
+	rc      *rest.Config
+	total   served
+}
+
+// newLoadClient returns a client of user whose workers go through a
+// limiter of cfg (none when nil).
+func newLoadClient(t *testing.T, name, user string, workers int, cfg *k8sratelimit.Config) *loadClient {
+	t.Helper()
+	c := &loadClient{name: name, workers: workers, rc: userConfig(user)}
+	c.rc.Wrap(c.wire.Wrap) // below the limiter: sees what actually leaves
+	if cfg != nil {
+		var err error
+		c.l, err = k8sratelimit.New(*cfg)
+		require.NoError(t, err)
+		t.Cleanup(func() { c.l.Close() })
+		require.NoError(t, c.l.Configure(c.rc))
+	}
+	var err error
+	c.cs, err = kubernetes.NewForConfig(c.rc)
+	require.NoError(t, err)
+	c.total.name = name
+	return c
+}
+
+// run runs the client's workers listing namespaces for d and adds what
+// left and what was served to its total.
+func (c *loadClient) run(t *testing.T, d time.Duration) served {
+	t.Helper()
+	before := len(c.wire.Exchanges())
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	defer cancel()
+	var wg sync.WaitGroup
+	for range c.workers {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				_, _ = c.cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+			}
+		})
+	}
+	wg.Wait()
+
+	s := served{name: c.name}
+	for _, e := range c.wire.Exchanges()[before:] {
+		switch {
+		case e.Status >= 200 && e.Status < 300:
+			s.served++
+		case e.Status == http.StatusTooManyRequests:
+			s.throttled++
+		}
+		if e.Status != 0 {
+			s.sent++
+		}
+	}
+	if c.l != nil {
+		b, err := c.l.Budget("", c.rc)
+		require.NoError(t, err)
+		s.limit = b.Seats().Limit
+	}
+	t.Logf("%s: %d served, %d of %d sent answered 429, concurrency limit at the end %d", c.name, s.served, s.throttled, s.sent, s.limit)
+	c.total.served += s.served
+	c.total.sent += s.sent
+	c.total.throttled += s.throttled
+	c.total.limit = s.limit
+	return s
+}
+
+// compare runs the clients in turn, rounds times each for d, so that the
+// machine's load falls on all alike, and returns their totals.
+func compare(t *testing.T, rounds int, d time.Duration, clients ...*loadClient) []served {
+	t.Helper()
+	for range rounds {
+		for _, c := range clients {
+			c.run(t, d)
+		}
+	}
+	var totals []served
+	for _, c := range clients {
+		totals = append(totals, c.total)
+	}
+	return totals
+}
+
+// servedTable sets runs side by side.
+func servedTable(runs ...served) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-52s %10s %10s %10s %8s\n", "", "served", "sent", "429s", "limit")
+	for _, r := range runs {
+		fmt.Fprintf(&b, "%-52s %10d %10d %10d %8d\n", r.name, r.served, r.sent, r.throttled, r.limit)
+	}
+	return b.String()
+}
+
+// TestSeatsAgainstARejectingLevel drives a priority level of a few seats
+// that rejects, in turns of seatsRun/2: one worker per seat with no
+// limiter (the best possible), and seatsWorkers workers through one
+// limiter whose rate budget is far above the server, with the concurrency
+// limit adaptive (the default). Then once with the concurrency limit off,
+// to show what it prevents.
+func TestSeatsAgainstARejectingLevel(t *testing.T) {
+	seats, err := suite.throttles[userSeats].NominalSeats(t.Context(), suite.admin)
+	require.NoError(t, err)
+	require.Positive(t, seats)
+
+	runs := compare(t, 2, seatsRun/2,
+		newLoadClient(t, fmt.Sprintf("%d workers (one per seat), no limiter", seats), userSeats, seats, nil),
+		newLoadClient(t, fmt.Sprintf("%d workers, k8sratelimit, concurrency auto", seatsWorkers), userSeats, seatsWorkers, farAboveTheServer()))
+	best, auto := runs[0], runs[1]
+	off := farAboveTheServer()
+	off.Concurrency = k8sratelimit.ConcurrencyOff
+	// Last: the collapse it shows raises the level's Retry-After.
+	rateOnly := newLoadClient(t, fmt.Sprintf("%d workers, k8sratelimit, concurrency off", seatsWorkers), userSeats, seatsWorkers, off).run(t, seatsRun)
+	t.Logf("a priority level of %d seats that rejects, %s per client, rate budget %d per second:\n%s",
+		seats, seatsRun, k8sratelimit.MaxWindowLimit, servedTable(best, auto, rateOnly))
+
+	assert.GreaterOrEqual(t, float64(auto.served), 0.8*float64(best.served),
+		"with adaptive concurrency, 40 workers are served at least 80%% of what one worker per seat gets")
+	assert.LessOrEqual(t, auto.throttledShare(), 0.01, "at most 1%% of the requests sent draw a 429")
+	// A request of ours whose answer has arrived can still hold its seat in
+	// the server for a moment, so a throttle can come with one seat less in
+	// use on our side: the limit learned is the seats, or one less until a
+	// probe (after 30 s) finds the last seat.
+	assert.GreaterOrEqual(t, auto.limit, seats-1, "the limit learned is the level's seats, or one less")
+	assert.LessOrEqual(t, auto.limit, seats, "the limit learned is the level's seats, or one less")
+}
+
+// TestSeatsDefaultConfiguration drives a rejecting level with the default
+// configuration (400 per minute) for defaultRun: the rate budget decides
+// how many are served, and hardly any request draws a 429.
+func TestSeatsDefaultConfiguration(t *testing.T) {
+	cfg := k8sratelimit.DefaultConfig()
+	got := newLoadClient(t, fmt.Sprintf("%d workers, k8sratelimit, default configuration", seatsWorkers), userSeatsDflt, seatsWorkers, &cfg).run(t, defaultRun)
+	allowed := cfg.Limit // one timespan (a minute) holds the whole run
+	assert.GreaterOrEqual(t, float64(got.served), 0.9*float64(allowed), "at least 90%% of what the budget allows is served")
+	assert.LessOrEqual(t, got.throttledShare(), 0.01, "at most 1%% of the requests sent draw a 429")
+}
+
+// TestSeatsAgainstAQueueingLevel drives a level that queues instead of
+// rejecting, in turns: overload shows as latency, not 429s, and the
+// limiter must serve as much as no limiter does.
+func TestSeatsAgainstAQueueingLevel(t *testing.T) {
+	runs := compare(t, 2, seatsRun/2,
+		newLoadClient(t, fmt.Sprintf("%d workers, no limiter", seatsWorkers), userQueued, seatsWorkers, nil),
+		newLoadClient(t, fmt.Sprintf("%d workers, k8sratelimit, concurrency auto", seatsWorkers), userQueued, seatsWorkers, farAboveTheServer()))
+	none, auto := runs[0], runs[1]
+	t.Logf("a priority level that queues, %s per client:\n%s", seatsRun, servedTable(none, auto))
+	assert.GreaterOrEqual(t, float64(auto.served), 0.95*float64(none.served), "at least 95%% of what no limiter gets")
+}

@@ -1,0 +1,82 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+var _ SeatSharer = (*Redis)(nil)
+
+// SeatShare implements SeatSharer from the processes last counted sharing
+// the budget (every few seconds of use, and at every upkeep) and this
+// process's rank among them by name.
+func (s *Redis) SeatShare(key string, limit int) int {
+	b, ok := s.existing(key)
+	if !ok {
+		return max(limit, 1)
+	}
+	n := int(max(b.procs.Load(), 1))
+	share := limit / n
+	if int(b.rank.Load()) < limit%n {
+		share++
+	}
+	return max(share, 1)
+}
+
+// cutPrefix starts the message of a cut on a budget's channel:
+// "cut:<process>:<limit>:<ceiling>:<probe after, ms>".
+const cutPrefix = "cut:"
+
+// ShareCut implements SeatSharer: one PUBLISH on the budget's channel, no
+// state kept in Redis (a process that starts later learns the limit by its
+// own slow start).
+func (s *Redis) ShareCut(key string, cut SeatCut) {
+	msg := fmt.Sprintf("%s%s:%d:%d:%d", cutPrefix, s.proc, cut.Limit, cut.Ceiling, cut.ProbeAfter.Milliseconds())
+	channel := redisKeys(key)[0]
+	select {
+	case <-s.done:
+		return
+	default:
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if s.down.Load() {
+			return // The others fall back to their own budgets meanwhile.
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
+		defer cancel()
+		if err := s.client.Publish(ctx, channel, msg).Err(); err != nil {
+			s.trip(err)
+		}
+	}()
+}
+
+// OnCut implements SeatSharer.
+func (s *Redis) OnCut(key string, cut func(SeatCut)) {
+	channel := redisKeys(key)[0]
+	s.listen(channel, func(n *notifier) { n.cuts[channel] = append(n.cuts[channel], cut) })
+}
+
+// parseCut reads the message of another process's cut; ok is false for
+// any other message, this process's own cuts included.
+func (s *Redis) parseCut(msg string) (SeatCut, bool) {
+	rest, ok := strings.CutPrefix(msg, cutPrefix)
+	if !ok {
+		return SeatCut{}, false
+	}
+	f := strings.Split(rest, ":")
+	if len(f) != 4 || f[0] == s.proc {
+		return SeatCut{}, false
+	}
+	limit, err1 := strconv.Atoi(f[1])
+	ceiling, err2 := strconv.Atoi(f[2])
+	ms, err3 := strconv.ParseInt(f[3], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil || limit < 1 || ceiling < limit || ms < 0 {
+		return SeatCut{}, false
+	}
+	return SeatCut{Limit: limit, Ceiling: ceiling, ProbeAfter: time.Duration(ms) * time.Millisecond}, true
+}
