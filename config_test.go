@@ -39,8 +39,8 @@ func TestValidateAccepts(t *testing.T) {
 		{"linear with burst 0 means 1", withDefaults(func(c *Config) { c.Strategy = StrategyLinear })},
 		{"linear with burst = limit", withDefaults(func(c *Config) { c.Strategy, c.Burst = StrategyLinear, 400 })},
 		{"linear above the window cap", withDefaults(func(c *Config) { c.Strategy, c.Limit = StrategyLinear, MaxLimit })},
-		{"redis URL ignored with memory", withDefaults(func(c *Config) { c.RedisURL = "::nonsense::" })},
-		{"redis", withDefaults(func(c *Config) { c.Store, c.Owner, c.RedisURL = StoreRedis, "ops", "redis://r:6379" })},
+		{"redis URL ignored with memory", withDefaults(func(c *Config) { c.RedisURL = NewSecretURL("::nonsense::") })},
+		{"redis", withDefaults(func(c *Config) { c.Store, c.Owner, c.RedisURL = StoreRedis, "ops", NewSecretURL("redis://r:6379") })},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -67,14 +67,16 @@ func TestValidateRejects(t *testing.T) {
 		{"jitter over 60s", withDefaults(func(c *Config) { c.Jitter = time.Hour }), EnvJitter, "1h0m0s"},
 		{"empty owner", withDefaults(func(c *Config) { c.Owner = "" }), EnvOwner, ""},
 		{"owner with a colon", withDefaults(func(c *Config) { c.Owner = "a:b" }), EnvOwner, "a:b"},
-		{"default owner with redis", withDefaults(func(c *Config) { c.Store, c.RedisURL = StoreRedis, "redis://r" }), EnvOwner, "default"},
+		{"default owner with redis", withDefaults(func(c *Config) { c.Store, c.RedisURL = StoreRedis, NewSecretURL("redis://r") }), EnvOwner, "default"},
 		{"empty strategy", withDefaults(func(c *Config) { c.Strategy = "" }), EnvStrategy, ""},
 		{"burst with window", withDefaults(func(c *Config) { c.Burst = 1 }), EnvBurst, "1"},
 		{"negative burst", withDefaults(func(c *Config) { c.Strategy, c.Burst = StrategyLinear, -1 }), EnvBurst, "-1"},
 		{"burst over limit", withDefaults(func(c *Config) { c.Strategy, c.Burst = StrategyLinear, 401 }), EnvBurst, "401"},
 		{"empty store", withDefaults(func(c *Config) { c.Store = "" }), EnvStore, ""},
 		{"redis without URL", withDefaults(func(c *Config) { c.Store, c.Owner = StoreRedis, "ops" }), EnvRedisURL, ""},
-		{"redis with a bad URL", withDefaults(func(c *Config) { c.Store, c.Owner, c.RedisURL = StoreRedis, "ops", "redis://:hunter2@r/db" }), EnvRedisURL, "redis://:xxxxx@r/db"},
+		{"redis with a bad URL", withDefaults(func(c *Config) {
+			c.Store, c.Owner, c.RedisURL = StoreRedis, "ops", NewSecretURL("redis://:hunter2@r/db")
+		}), EnvRedisURL, "redis://:xxxxx@r/db"},
 		{"empty failure policy", withDefaults(func(c *Config) { c.StoreFailure = "" }), EnvStoreFailure, ""},
 	}
 	for _, tt := range tests {

@@ -84,7 +84,7 @@ var envVars = []envVar{
 		return c.checkStore()
 	}},
 	{EnvRedisURL, func(c *Config, v string) error {
-		c.RedisURL = v // Checked by Validate, and only with StoreRedis.
+		c.RedisURL = NewSecretURL(v) // Checked by Validate, and only with StoreRedis.
 		return nil
 	}},
 	{EnvStoreFailure, func(c *Config, v string) error {
@@ -146,7 +146,7 @@ func LoadConfig(environ []string) (Config, error) {
 		}
 	}
 	if cfg.Store != StoreRedis {
-		cfg.RedisURL = "" // Ignored, and not kept: it may hold a password.
+		cfg.RedisURL = SecretURL{} // Ignored, and not kept: it may hold a password.
 	}
 	if cfg.Strategy == StrategyLinear && cfg.Burst == 0 {
 		cfg.Burst = 1
@@ -330,10 +330,6 @@ func (c Config) Describe() [][2]string {
 	if c.MaxWait != nil {
 		maxWait = c.MaxWait.String()
 	}
-	redisURL := ""
-	if c.RedisURL != "" {
-		redisURL = RedactRedisURL(c.RedisURL)
-	}
 	return [][2]string{
 		{EnvEnabled, strconv.FormatBool(c.Enabled)},
 		{EnvLimit, strconv.Itoa(c.Limit)},
@@ -345,7 +341,7 @@ func (c Config) Describe() [][2]string {
 		{EnvStrategy, string(c.Strategy)},
 		{EnvBurst, strconv.Itoa(c.Burst)},
 		{EnvStore, string(c.Store)},
-		{EnvRedisURL, redisURL},
+		{EnvRedisURL, c.RedisURL.String()},
 		{EnvStoreFailure, string(c.StoreFailure)},
 	}
 }
@@ -368,7 +364,13 @@ func (c Config) String() string {
 }
 
 // GoString is String for the %#v verb, which would otherwise print the
-// Redis URL with its password.
+// fields.
 func (c Config) GoString() string {
 	return "k8sratelimit.Config{" + c.String() + "}"
+}
+
+// Format prints String with every verb (quoted with %q, GoString with
+// %#v), so that no verb - %d and %x included - makes fmt walk the fields.
+func (c Config) Format(f fmt.State, verb rune) {
+	formatRedacted(f, verb, c.String(), c.GoString())
 }
