@@ -57,6 +57,17 @@ const (
 	// MaxWindowLimit is the largest Limit accepted with StrategyWindow, which
 	// keeps one entry per request sent in the window.
 	MaxWindowLimit = 10_000
+	// MaxTimespan is the longest accepted Timespan: 366 days. Both stores
+	// compute a slot as an instant plus up to a timespan, the Redis store
+	// in microseconds of the server's clock held in Lua doubles (exact to
+	// 2^53, about 285 years after 1970) and on the assumption that a
+	// timespan is shorter than the time since 1970; the memory store in
+	// int64 nanoseconds (about 292 years). A year keeps far from both.
+	MaxTimespan = 366 * 24 * time.Hour
+	// MinTimespanPerRequest is the shortest accepted Timespan per request
+	// of Limit: the Redis store counts whole microseconds, so a shorter
+	// interval between requests would not be kept.
+	MinTimespanPerRequest = time.Microsecond
 	// MaxMaxWait is the largest accepted MaxWait.
 	MaxMaxWait = 24 * time.Hour
 	// MaxJitter is the largest accepted Jitter.
@@ -80,9 +91,10 @@ type Config struct {
 	// Limit is the number of requests per Timespan, per API server: 1 to
 	// MaxLimit, and at most MaxWindowLimit with StrategyWindow. Default 400.
 	Limit int
-	// Timespan is the period Limit applies to: any positive duration in
-	// code; second, minute, hour or day from the environment. Default one
-	// minute.
+	// Timespan is the period Limit applies to: second, minute, hour or
+	// day from the environment; in code, any duration from Limit
+	// microseconds (MinTimespanPerRequest per request) to MaxTimespan (366
+	// days), the range both stores compute exactly. Default one minute.
 	Timespan time.Duration
 	// Adaptive makes a server's 429 (or 503 with Retry-After) cool the whole
 	// budget down for as long as Retry-After says. Default true.
@@ -177,6 +189,12 @@ func (c Config) checkLimit() error {
 func (c Config) checkTimespan() error {
 	if c.Timespan <= 0 {
 		return invalid(EnvTimespan, c.Timespan.String(), "must be a positive duration")
+	}
+	if c.Timespan > MaxTimespan {
+		return invalid(EnvTimespan, c.Timespan.String(), fmt.Sprintf("at most %s (366 days): longer timespans overflow the stores' arithmetic", MaxTimespan))
+	}
+	if lo := time.Duration(c.Limit) * MinTimespanPerRequest; c.Timespan < lo {
+		return invalid(EnvTimespan, c.Timespan.String(), fmt.Sprintf("at least %s with a limit of %d: the Redis store counts whole microseconds, so each request needs at least %s of the timespan", lo, c.Limit, MinTimespanPerRequest))
 	}
 	return nil
 }
