@@ -28,7 +28,8 @@ func TestLoadConfigDefaults(t *testing.T) {
 	assert.Equal(t, DefaultConfig(), got)
 	assert.NoError(t, got.Validate())
 
-	got, err = LoadConfig([]string{"PATH=/bin", "HOME=/root", "KUBERNETES_SERVICE_HOST=10.0.0.1", "KUBERNETES_RATELIMITS=1"})
+	got, err = LoadConfig([]string{"PATH=/bin", "HOME=/root", "KUBERNETES_SERVICE_HOST=10.0.0.1", "KUBERNETES_PORT=tcp://10.0.0.1:443",
+		"KUBERNETES_RATELIMITER_URL=http://other.example", "MY_KUBERNETES_RATELIMIT=1", "KUBERNETES_RATELIMITERS=1"})
 	require.NoError(t, err)
 	assert.Equal(t, DefaultConfig(), got, "variables outside KUBERNETES_RATELIMIT* are not read")
 }
@@ -117,6 +118,11 @@ func TestLoadConfigAccepts(t *testing.T) {
 		{serviceLinks("KUBERNETES_RATELIMIT_REDIS"), DefaultConfig()},
 		{serviceLinks("KUBERNETES_RATELIMIT"), DefaultConfig()},
 		{serviceLinks("KUBERNETES_RATELIMIT_REDIS_PRIMARY_2"), DefaultConfig()},
+		{serviceLinks("KUBERNETES_RATE_LIMIT"), DefaultConfig()},
+		{serviceLinks("KUBERNETES_RATELIMITS_REDIS"), DefaultConfig()},
+		{"KUBERNETES_RATELIMIT_REDIS_SERVICE_HOST=fd00::12\nKUBERNETES_RATELIMIT_REDIS_PORT=tcp://[fd00::12]:6379\nKUBERNETES_RATELIMIT_REDIS_PORT_6379_TCP_ADDR=fd00::12", DefaultConfig()},
+		{"KUBERNETES_RATELIMIT_REDIS_PORT_6379_TCP_SERVICE_PORT=6379", DefaultConfig()}, // a Service named kubernetes-ratelimit-redis-port-6379-tcp
+		{"KUBERNETES_RATELIMIT_REDIS_PORT_6379_TCP_PORT=6379", DefaultConfig()},
 		// The same variable twice with the same value.
 		{"KUBERNETES_RATELIMIT=5\nKUBERNETES_RATELIMIT=5", withDefaults(func(c *Config) { c.Limit = 5 })},
 	}
@@ -249,6 +255,39 @@ func TestLoadConfigRejects(t *testing.T) {
 		{"KUBERNETES_RATELIMIT_REDIS_PORT_6379_HTTP=x", "KUBERNETES_RATELIMIT_REDIS_PORT_6379_HTTP", "", "not a known variable"},
 		// Unknown names come before bad values, and are checked only when enabled.
 		{"KUBERNETES_RATELIMIT=zero\nKUBERNETES_RATELIMIT_TIMESPAM=second", "KUBERNETES_RATELIMIT_TIMESPAM", "", "did you mean KUBERNETES_RATELIMIT_TIMESPAN?"},
+		// Near misses of a known name, whose values are never shown.
+		{"KUBERNETES_RATELIMITS=400", "KUBERNETES_RATELIMITS", "", "did you mean KUBERNETES_RATELIMIT?"},
+		{"KUBERNETES_RATE_LIMIT=400", "KUBERNETES_RATE_LIMIT", "", "did you mean KUBERNETES_RATELIMIT?"},
+		{"kubernetes_ratelimit=400", "kubernetes_ratelimit", "", "upper case); did you mean KUBERNETES_RATELIMIT?"},
+		{"Kubernetes_RateLimit_Timespan=day", "Kubernetes_RateLimit_Timespan", "", "did you mean KUBERNETES_RATELIMIT_TIMESPAN?"},
+		{"KUBERNETES_RATELIMIT =400", "KUBERNETES_RATELIMIT ", "", "white space around the name); did you mean KUBERNETES_RATELIMIT?"},
+		{"KUBERNETES_RATELIMIT_TIMESPAN =day", "KUBERNETES_RATELIMIT_TIMESPAN ", "", "white space around the name); did you mean KUBERNETES_RATELIMIT_TIMESPAN?"},
+		{" KUBERNETES_RATELIMIT_OWNER=ops", " KUBERNETES_RATELIMIT_OWNER", "", "did you mean KUBERNETES_RATELIMIT_OWNER?"},
+		{"KUBERNETES_RATELIMT=400", "KUBERNETES_RATELIMT", "", "did you mean KUBERNETES_RATELIMIT?"},
+		{"KUBRENETES_RATELIMIT_STORE=redis", "KUBRENETES_RATELIMIT_STORE", "", "did you mean KUBERNETES_RATELIMIT_STORE?"},
+		{"KUBERNETES_RATELİMİT=400", "KUBERNETES_RATELİMİT", "", "did you mean KUBERNETES_RATELIMIT?"},
+		{"KUBERNETES_RATE_LIMIT_MAXWAIT=2s", "KUBERNETES_RATE_LIMIT_MAXWAIT", "", "did you mean KUBERNETES_RATELIMIT_MAX_WAIT?"},
+		{"KUBERNETES_RATELIMITS_REDIS_URL=redis://:hunter2@r", "KUBERNETES_RATELIMITS_REDIS_URL", "", "did you mean KUBERNETES_RATELIMIT_REDIS_URL?"},
+		{"KUBERNETES_RATE_LIMIT_COLOUR=blue", "KUBERNETES_RATE_LIMIT_COLOUR", "", "not a known variable"},
+		// Service links only with the values Kubernetes injects.
+		{"KUBERNETES_RATELIMIT_REDIS_SERVICE_PORT=hunter2", "KUBERNETES_RATELIMIT_REDIS_SERVICE_PORT", "", "not of that form"},
+		{"KUBERNETES_RATELIMIT_REDIS_SERVICE_PORT=0", "KUBERNETES_RATELIMIT_REDIS_SERVICE_PORT", "", "not of that form"},
+		{"KUBERNETES_RATELIMIT_REDIS_SERVICE_PORT=65536", "KUBERNETES_RATELIMIT_REDIS_SERVICE_PORT", "", "not of that form"},
+		{"KUBERNETES_RATELIMIT_REDIS_SERVICE_PORT=06379", "KUBERNETES_RATELIMIT_REDIS_SERVICE_PORT", "", "not of that form"},
+		{"KUBERNETES_RATELIMIT_REDIS_SERVICE_PORT_REDIS=hunter2", "KUBERNETES_RATELIMIT_REDIS_SERVICE_PORT_REDIS", "", "not of that form"},
+		{"KUBERNETES_RATELIMIT_REDIS_SERVICE_HOST=redis.example", "KUBERNETES_RATELIMIT_REDIS_SERVICE_HOST", "", "not of that form"},
+		{"KUBERNETES_RATELIMIT_REDIS_PORT=redis://:hunter2@10.0.0.1:6379", "KUBERNETES_RATELIMIT_REDIS_PORT", "", "not of that form"},
+		{"KUBERNETES_RATELIMIT_REDIS_PORT=tcp://redis:6379", "KUBERNETES_RATELIMIT_REDIS_PORT", "", "not of that form"},
+		{"KUBERNETES_RATELIMIT_REDIS_PORT_6379_TCP=tcp://10.0.0.1:6380", "KUBERNETES_RATELIMIT_REDIS_PORT_6379_TCP", "", "not of that form"},
+		{"KUBERNETES_RATELIMIT_REDIS_PORT_6379_TCP=udp://10.0.0.1:6379", "KUBERNETES_RATELIMIT_REDIS_PORT_6379_TCP", "", "not of that form"},
+		{"KUBERNETES_RATELIMIT_REDIS_PORT_6379_TCP_PROTO=udp", "KUBERNETES_RATELIMIT_REDIS_PORT_6379_TCP_PROTO", "", "not of that form"},
+		{"KUBERNETES_RATELIMIT_REDIS_PORT_6379_TCP_PORT=6380", "KUBERNETES_RATELIMIT_REDIS_PORT_6379_TCP_PORT", "", "not of that form"},
+		{"KUBERNETES_RATELIMIT_REDIS_PORT_6379_TCP_ADDR=hunter2", "KUBERNETES_RATELIMIT_REDIS_PORT_6379_TCP_ADDR", "", "not of that form"},
+		{"KUBERNETES_RATELIMITS_REDIS_SERVICE_HOST=hunter2", "KUBERNETES_RATELIMITS_REDIS_SERVICE_HOST", "", "not of that form"},
+		// Case is folded in ASCII only: U+0130 is not I.
+		{"KUBERNETES_RATELIMIT_TIMESPAN=MİNUTE", EnvTimespan, "MİNUTE", "second, minute, hour, day"},
+		{"KUBERNETES_RATELIMIT_ENABLED=ſure", EnvEnabled, "ſure", "true, false"},
+		{"KUBERNETES_RATELIMIT_ADAPTIVE=Keep", EnvAdaptive, "Keep", "true, false"},
 		// The same variable twice with different values.
 		{"KUBERNETES_RATELIMIT=5\nKUBERNETES_RATELIMIT=6", EnvLimit, "", "more than once"},
 		// Table order: the first bad row is reported.
@@ -333,7 +372,12 @@ func FuzzLoadConfig(f *testing.F) {
 		if !errors.As(err, &ice) {
 			t.Fatalf("error %T is not an InvalidConfigurationError: %v", err, err)
 		}
-		if !strings.HasPrefix(ice.Key, EnvLimit) || ice.Reason == "" {
+		named := false
+		for _, kv := range environ {
+			name, _, _ := strings.Cut(kv, "=")
+			named = named || name == ice.Key
+		}
+		if !named || ice.Reason == "" {
 			t.Fatalf("error does not name a variable and a reason: %#v", ice)
 		}
 		if ice.Key == EnvRedisURL {
