@@ -229,27 +229,47 @@ func allDigits(s string) bool {
 }
 
 // Describe returns the effective settings as NAME, value pairs in the order
-// of the configuration table, with the Redis URL redacted. It is what the
-// config command prints.
+// of the configuration table, each written as its variable accepts it: the
+// timespan as second, minute, hour or day, durations as Go durations, and
+// "" for what is unset (MaxWait nil, Burst 0 with StrategyWindow, no Redis
+// URL), since an empty value counts as unset. Loading what it returns gives
+// the same Config, but for two things that no variable can say: the Redis
+// URL, shown redacted, and a Timespan set in code that is not one of the
+// four units, shown as a Go duration. It is what the config command prints.
 func (c Config) Describe() [][2]string {
-	maxWait := "none"
+	maxWait := ""
 	if c.MaxWait != nil {
 		maxWait = c.MaxWait.String()
+	}
+	burst := ""
+	if c.Burst != 0 || c.Strategy != StrategyWindow {
+		burst = strconv.Itoa(c.Burst)
 	}
 	return [][2]string{
 		{EnvEnabled, strconv.FormatBool(c.Enabled)},
 		{EnvLimit, strconv.Itoa(c.Limit)},
-		{EnvTimespan, c.Timespan.String()},
+		{EnvTimespan, timespanName(c.Timespan)},
 		{EnvAdaptive, strconv.FormatBool(c.Adaptive)},
 		{EnvMaxWait, maxWait},
 		{EnvJitter, c.Jitter.String()},
 		{EnvOwner, c.Owner},
 		{EnvStrategy, string(c.Strategy)},
-		{EnvBurst, strconv.Itoa(c.Burst)},
+		{EnvBurst, burst},
 		{EnvStore, string(c.Store)},
 		{EnvRedisURL, c.RedisURL.String()},
 		{EnvStoreFailure, string(c.StoreFailure)},
 	}
+}
+
+// timespanName returns the name EnvTimespan accepts for d, or d as a Go
+// duration when it has none.
+func timespanName(d time.Duration) string {
+	for name, span := range timespans {
+		if span == d {
+			return name
+		}
+	}
+	return d.String()
 }
 
 // String returns the effective settings on one line, with the Redis URL

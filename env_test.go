@@ -132,8 +132,52 @@ func TestLoadConfigAccepts(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, tt.want, got)
 			assert.NoError(t, got.Validate())
+			assert.Equal(t, got, loadDescribed(t, got), "what Describe prints loads back as the same Config")
 		})
 	}
+}
+
+// loadDescribed loads what cfg.Describe prints, each value under its
+// variable, and returns the Config it gives. The Redis URL is printed
+// redacted by design: it is checked to be, and loaded as it really is.
+func loadDescribed(t *testing.T, cfg Config) Config {
+	t.Helper()
+	var environ []string
+	for _, kv := range cfg.Describe() {
+		name, value := kv[0], kv[1]
+		if name == EnvRedisURL {
+			assert.Equal(t, cfg.RedisURL.String(), value)
+			value = cfg.RedisURL.Reveal()
+		}
+		environ = append(environ, name+"="+value)
+	}
+	got, err := LoadConfig(environ)
+	require.NoError(t, err, "loading %q", environ)
+	return got
+}
+
+func TestDescribe(t *testing.T) {
+	got := DefaultConfig().Describe()
+	want := [][2]string{
+		{EnvEnabled, "true"}, {EnvLimit, "400"}, {EnvTimespan, "minute"}, {EnvAdaptive, "true"},
+		{EnvMaxWait, ""}, {EnvJitter, "0s"}, {EnvOwner, "default"}, {EnvStrategy, "window"},
+		{EnvBurst, ""}, {EnvStore, "memory"}, {EnvRedisURL, ""}, {EnvStoreFailure, "local"},
+	}
+	assert.Equal(t, want, got)
+
+	c := withDefaults(func(c *Config) {
+		c.Timespan, c.MaxWait, c.Jitter, c.Strategy, c.Burst = 24*time.Hour, dur(90*time.Minute), 250*time.Millisecond, StrategyLinear, 5
+	})
+	assert.Equal(t, "day", c.Describe()[2][1])
+	assert.Equal(t, "1h30m0s", c.Describe()[4][1])
+	assert.Equal(t, "250ms", c.Describe()[5][1])
+	assert.Equal(t, "5", c.Describe()[8][1])
+	assert.Equal(t, c, loadDescribed(t, c))
+
+	assert.Equal(t, "1.5s", withDefaults(func(c *Config) { c.Timespan = 1500 * time.Millisecond }).Describe()[2][1],
+		"a timespan set in code that has no name is a Go duration")
+	assert.Equal(t, "enabled=true limit=400 timespan=minute adaptive=true max_wait= jitter=0s owner=default strategy=window burst= store=memory redis_url= store_failure=local",
+		DefaultConfig().String())
 }
 
 // serviceLinks returns the variables Kubernetes injects for a Service whose
@@ -366,13 +410,16 @@ func FuzzLoadConfig(f *testing.F) {
 			if verr := cfg.Validate(); verr != nil {
 				t.Fatalf("LoadConfig accepted a config that Validate rejects: %v", verr)
 			}
+			if back := loadDescribed(t, cfg); !assert.Equal(t, cfg, back) {
+				t.Fatalf("what Describe prints does not load back as the same Config")
+			}
 			return
 		}
 		var ice *rlerrors.InvalidConfigurationError
 		if !errors.As(err, &ice) {
 			t.Fatalf("error %T is not an InvalidConfigurationError: %v", err, err)
 		}
-		named := false
+		named := isKnown(ice.Key)
 		for _, kv := range environ {
 			name, _, _ := strings.Cut(kv, "=")
 			named = named || name == ice.Key
