@@ -2,6 +2,7 @@ package k8sratelimit
 
 import (
 	"fmt"
+	"net"
 	"net/url"
 	"strconv"
 	"strings"
@@ -56,6 +57,17 @@ const (
 	// MaxWindowLimit is the largest Limit accepted with StrategyWindow, which
 	// keeps one entry per request sent in the window.
 	MaxWindowLimit = 10_000
+	// MaxTimespan is the longest accepted Timespan: 366 days. Both stores
+	// compute a slot as an instant plus up to a timespan, the Redis store
+	// in microseconds of the server's clock held in Lua doubles (exact to
+	// 2^53, about 285 years after 1970) and on the assumption that a
+	// timespan is shorter than the time since 1970; the memory store in
+	// int64 nanoseconds (about 292 years). A year keeps far from both.
+	MaxTimespan = 366 * 24 * time.Hour
+	// MinTimespanPerRequest is the shortest accepted Timespan per request
+	// of Limit: the Redis store counts whole microseconds, so a shorter
+	// interval between requests would not be kept.
+	MinTimespanPerRequest = time.Microsecond
 	// MaxMaxWait is the largest accepted MaxWait.
 	MaxMaxWait = 24 * time.Hour
 	// MaxJitter is the largest accepted Jitter.
@@ -79,9 +91,10 @@ type Config struct {
 	// Limit is the number of requests per Timespan, per API server: 1 to
 	// MaxLimit, and at most MaxWindowLimit with StrategyWindow. Default 400.
 	Limit int
-	// Timespan is the period Limit applies to: any positive duration in
-	// code; second, minute, hour or day from the environment. Default one
-	// minute.
+	// Timespan is the period Limit applies to: second, minute, hour or
+	// day from the environment; in code, any duration from Limit
+	// microseconds (MinTimespanPerRequest per request) to MaxTimespan (366
+	// days), the range both stores compute exactly. Default one minute.
 	Timespan time.Duration
 	// Adaptive makes a server's 429 (or 503 with Retry-After) cool the whole
 	// budget down for as long as Retry-After says. Default true.
@@ -103,8 +116,10 @@ type Config struct {
 	// Store is StoreMemory (the default) or StoreRedis.
 	Store StoreType
 	// RedisURL is the redis:// or rediss:// URL of the Redis store. It is
-	// required with StoreRedis and ignored with StoreMemory.
-	RedisURL string
+	// required with StoreRedis and ignored with StoreMemory. It may hold a
+	// password, so it is a SecretURL: set it with NewSecretURL, read it
+	// with Reveal; printing or marshalling it shows it redacted.
+	RedisURL SecretURL
 	// StoreFailure is the policy while the store cannot be reached:
 	// FailureLocal (the default), FailureOpen or FailureClosed.
 	StoreFailure FailurePolicy
@@ -185,6 +200,12 @@ func (c Config) checkTimespan() error {
 	if c.Timespan <= 0 {
 		return invalid(EnvTimespan, c.Timespan.String(), "must be a positive duration")
 	}
+	if c.Timespan > MaxTimespan {
+		return invalid(EnvTimespan, c.Timespan.String(), fmt.Sprintf("at most %s (366 days): longer timespans overflow the stores' arithmetic", MaxTimespan))
+	}
+	if lo := time.Duration(c.Limit) * MinTimespanPerRequest; c.Timespan < lo {
+		return invalid(EnvTimespan, c.Timespan.String(), fmt.Sprintf("at least %s with a limit of %d: the Redis store counts whole microseconds, so each request needs at least %s of the timespan", lo, c.Limit, MinTimespanPerRequest))
+	}
 	return nil
 }
 
@@ -258,17 +279,17 @@ func (c Config) checkRedisURL() error {
 	if c.Store != StoreRedis {
 		return nil // Ignored: switching to memory in an incident must not fail.
 	}
-	if strings.TrimSpace(c.RedisURL) == "" {
+	if strings.TrimSpace(c.RedisURL.Reveal()) == "" {
 		return invalid(EnvRedisURL, "", fmt.Sprintf("required with %s=%s: %s", EnvStore, StoreRedis, reasonRedisURL))
 	}
-	if reason := redisURLProblem(c.RedisURL); reason != "" {
-		return invalid(EnvRedisURL, RedactRedisURL(c.RedisURL), reason+": "+reasonRedisURL)
+	if reason := redisURLProblem(c.RedisURL.Reveal()); reason != "" {
+		return invalid(EnvRedisURL, c.RedisURL.String(), reason+": "+reasonRedisURL)
 	}
 	return nil
 }
 
 // redisURLProblem says what is wrong with a Redis URL, or returns "". It
-// never repeats the URL, which may hold a password.
+// never repeats the URL or a part of it, which may hold a password.
 func redisURLProblem(s string) string {
 	u, err := url.Parse(s)
 	switch {
@@ -278,45 +299,53 @@ func redisURLProblem(s string) string {
 		return "the scheme is not redis or rediss"
 	case u.Hostname() == "":
 		return "no host"
+	case strings.Contains(s, "#"):
+		return "a fragment (#) is not accepted; write # in a password as %23"
 	}
-	if p := u.Port(); p != "" {
-		if n, err := strconv.ParseUint(p, 10, 16); err != nil || n == 0 {
-			return "the port is not a number from 1 to 65535"
-		}
+	if problem := hostPortProblem(u.Host); problem != "" {
+		return problem
 	}
-	if _, err := redis.ParseURL(s); err != nil {
-		return strings.TrimPrefix(err.Error(), "redis: ")
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return "the query is not name=value pairs separated by & with valid %-escapes"
+	}
+	parse := func() error { _, err := redis.ParseURL(s); return err }
+	if q.Has("addr") {
+		parse = func() error { _, err := redis.ParseClusterURL(s); return err }
+	}
+	if err := parse(); err != nil {
+		return redisErrorReason(err)
 	}
 	return ""
 }
 
-// RedactRedisURL returns a Redis URL fit for messages and logs: the password
-// (a user name given alone, and any query parameter that looks like a
-// password) replaced by "xxxxx". A value that is not a URL is replaced as a
-// whole, since it may be a password.
-func RedactRedisURL(s string) string {
-	i := strings.Index(s, "://")
-	if i < 0 {
-		return "<redacted>"
+// hostPortProblem says what is wrong with the host[:port] of a URL, or
+// returns "".
+func hostPortProblem(host string) string {
+	if !strings.HasPrefix(host, "[") && strings.Count(host, ":") > 1 {
+		return "the host and port are not host:port (an IPv6 address goes in brackets)"
 	}
-	u, err := url.Parse(s)
-	if err != nil {
-		return s[:i+3] + "<redacted>"
+	if strings.HasSuffix(host, ":") {
+		return "the port is empty"
 	}
-	if u.User != nil {
-		if _, ok := u.User.Password(); !ok {
-			// A lone user name in a Redis URL is often a password.
-			u.User = url.User("xxxxx")
+	if _, port, err := net.SplitHostPort(host); err == nil {
+		if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
+			return "the port is not a number from 1 to 65535"
 		}
 	}
-	q := u.Query()
-	for k := range q {
-		if strings.Contains(strings.ToLower(k), "pass") {
-			q.Set(k, "xxxxx")
-			u.RawQuery = q.Encode()
-		}
-	}
-	return u.Redacted()
+	return ""
+}
+
+// redisErrorReason returns what go-redis says is wrong with a URL without
+// the value it quotes (`invalid dial_timeout duration: time: invalid
+// duration "hunter2"` becomes "invalid dial_timeout duration"): a query
+// value may be a password.
+func redisErrorReason(err error) string {
+	msg := strings.TrimPrefix(err.Error(), "store: redis URL: ")
+	msg = strings.TrimPrefix(msg, "store: redis cluster URL: ")
+	msg = strings.TrimPrefix(msg, "redis: ")
+	msg, _, _ = strings.Cut(msg, ":")
+	return msg
 }
 
 func (c Config) checkStoreFailure() error {

@@ -3,8 +3,6 @@ package k8sratelimit
 import (
 	"fmt"
 	"os"
-	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -42,7 +40,7 @@ var envVars = []envVar{
 		return parseInt(v, 1, MaxLimit, &c.Limit, EnvLimit, reasonLimit)
 	}},
 	{EnvTimespan, func(c *Config, v string) error {
-		d, ok := timespans[strings.ToLower(v)]
+		d, ok := timespans[asciiLower(v)]
 		if !ok {
 			return invalid(EnvTimespan, v, reasonTimespan)
 		}
@@ -84,7 +82,7 @@ var envVars = []envVar{
 		return c.checkStore()
 	}},
 	{EnvRedisURL, func(c *Config, v string) error {
-		c.RedisURL = v // Checked by Validate, and only with StoreRedis.
+		c.RedisURL = NewSecretURL(v) // Checked by Validate, and only with StoreRedis.
 		return nil
 	}},
 	{EnvStoreFailure, func(c *Config, v string) error {
@@ -117,14 +115,18 @@ func ConfigFromEnv() (Config, error) {
 // constants, is returned as an *errors.InvalidConfigurationError naming the
 // variable, the value (a Redis password is never shown) and what is
 // accepted; nothing is silently replaced by a default. Any other variable
-// named KUBERNETES_RATELIMIT_* is an error too, except the names Kubernetes
-// injects for a Service (KUBERNETES_RATELIMIT_REDIS_SERVICE_HOST and the
-// like). A variable given twice with different values is an error.
+// named KUBERNETES_RATELIMIT_* is an error too, and so is a near miss of a
+// known name (another case, white space around it, one or two characters
+// off, or a prefix such as KUBERNETES_RATE_LIMIT or KUBERNETES_RATELIMITS),
+// except the variables Kubernetes injects for a Service
+// (KUBERNETES_RATELIMIT_REDIS_SERVICE_HOST=10.96.0.12 and the like), with
+// values of the form Kubernetes gives them. A variable given twice with
+// different values is an error.
 //
 // When KUBERNETES_RATELIMIT_ENABLED is false, nothing else is read or
 // validated and the returned Config has Enabled false.
 func LoadConfig(environ []string) (Config, error) {
-	vars, err := ourVars(environ)
+	vars, misses, err := ourVars(environ)
 	if err != nil {
 		return Config{}, err
 	}
@@ -137,7 +139,7 @@ func LoadConfig(environ []string) (Config, error) {
 			return cfg, nil
 		}
 	}
-	if err := checkUnknown(vars); err != nil {
+	if err := checkNames(vars, misses); err != nil {
 		return Config{}, err
 	}
 	for _, ev := range envVars {
@@ -148,7 +150,7 @@ func LoadConfig(environ []string) (Config, error) {
 		}
 	}
 	if cfg.Store != StoreRedis {
-		cfg.RedisURL = "" // Ignored, and not kept: it may hold a password.
+		cfg.RedisURL = SecretURL{} // Ignored, and not kept: it may hold a password.
 	}
 	if cfg.Strategy == StrategyLinear && cfg.Burst == 0 {
 		cfg.Burst = 1
@@ -170,102 +172,6 @@ func asGiven(err error, vars map[string]string) error {
 	return err
 }
 
-// ourVars returns the variables of environ named KUBERNETES_RATELIMIT or
-// KUBERNETES_RATELIMIT_*, with their values trimmed.
-func ourVars(environ []string) (map[string]string, error) {
-	vars := make(map[string]string)
-	for _, kv := range environ {
-		name, value, _ := strings.Cut(kv, "=")
-		if name != EnvLimit && !strings.HasPrefix(name, EnvLimit+"_") {
-			continue
-		}
-		value = strings.TrimSpace(value)
-		if prev, seen := vars[name]; seen && prev != value {
-			return nil, invalid(name, "", "given more than once, with different values")
-		}
-		vars[name] = value
-	}
-	return vars, nil
-}
-
-// serviceLink matches the variables Kubernetes injects into every pod of a
-// namespace for a Service whose name starts with kubernetes-ratelimit.
-var serviceLink = regexp.MustCompile(`^KUBERNETES_RATELIMIT(_[A-Z0-9_]+)?_(SERVICE_HOST|SERVICE_PORT(_[A-Z0-9_]+)?|PORT(_[0-9]+_(TCP|UDP|SCTP)(_(PROTO|PORT|ADDR))?)?)$`)
-
-// checkUnknown reports the first (in sorted order) variable that is neither
-// in the configuration table nor a service link. Its value is never shown:
-// it may be a secret put under a wrong name.
-func checkUnknown(vars map[string]string) error {
-	names := make([]string, 0, len(vars))
-	for name := range vars {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	for _, name := range names {
-		if isKnown(name) || serviceLink.MatchString(name) {
-			continue
-		}
-		reason := "not a known variable"
-		if s := suggest(name); s != "" {
-			reason += "; did you mean " + s + "?"
-		}
-		return invalid(name, "", reason)
-	}
-	return nil
-}
-
-func isKnown(name string) bool {
-	if name == EnvEnabled {
-		return true
-	}
-	for _, ev := range envVars {
-		if ev.name == name {
-			return true
-		}
-	}
-	return false
-}
-
-// suggest returns the known variable closest to name, when it is close.
-func suggest(name string) string {
-	best, bestDist := "", 4
-	for _, known := range append([]string{EnvEnabled}, envNames()...) {
-		if d := editDistance(name, known); d < bestDist {
-			best, bestDist = known, d
-		}
-	}
-	return best
-}
-
-func envNames() []string {
-	names := make([]string, len(envVars))
-	for i, ev := range envVars {
-		names[i] = ev.name
-	}
-	return names
-}
-
-// editDistance is the Levenshtein distance between a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
-}
-
 // parseInt sets *dst to v, a decimal integer from lo to hi.
 func parseInt(v string, lo, hi int, dst *int, key, reason string) error {
 	if !allDigits(v) {
@@ -281,7 +187,7 @@ func parseInt(v string, lo, hi int, dst *int, key, reason string) error {
 
 // parseBool sets *dst to v, one of true false 1 0 yes no on off in any case.
 func parseBool(v string, dst *bool, key string) error {
-	switch strings.ToLower(v) {
+	switch asciiLower(v) {
 	case "true", "1", "yes", "on":
 		*dst = true
 	case "false", "0", "no", "off":
@@ -325,31 +231,47 @@ func allDigits(s string) bool {
 }
 
 // Describe returns the effective settings as NAME, value pairs in the order
-// of the configuration table, with the Redis URL redacted. It is what the
-// config command prints.
+// of the configuration table, each written as its variable accepts it: the
+// timespan as second, minute, hour or day, durations as Go durations, and
+// "" for what is unset (MaxWait nil, Burst 0 with StrategyWindow, no Redis
+// URL), since an empty value counts as unset. Loading what it returns gives
+// the same Config, but for two things that no variable can say: the Redis
+// URL, shown redacted, and a Timespan set in code that is not one of the
+// four units, shown as a Go duration. It is what the config command prints.
 func (c Config) Describe() [][2]string {
-	maxWait := "none"
+	maxWait := ""
 	if c.MaxWait != nil {
 		maxWait = c.MaxWait.String()
 	}
-	redisURL := ""
-	if c.RedisURL != "" {
-		redisURL = RedactRedisURL(c.RedisURL)
+	burst := ""
+	if c.Burst != 0 || c.Strategy != StrategyWindow {
+		burst = strconv.Itoa(c.Burst)
 	}
 	return append([][2]string{
 		{EnvEnabled, strconv.FormatBool(c.Enabled)},
 		{EnvLimit, strconv.Itoa(c.Limit)},
-		{EnvTimespan, c.Timespan.String()},
+		{EnvTimespan, timespanName(c.Timespan)},
 		{EnvAdaptive, strconv.FormatBool(c.Adaptive)},
 		{EnvMaxWait, maxWait},
 		{EnvJitter, c.Jitter.String()},
 		{EnvOwner, c.Owner},
 		{EnvStrategy, string(c.Strategy)},
-		{EnvBurst, strconv.Itoa(c.Burst)},
+		{EnvBurst, burst},
 		{EnvStore, string(c.Store)},
-		{EnvRedisURL, redisURL},
+		{EnvRedisURL, c.RedisURL.String()},
 		{EnvStoreFailure, string(c.StoreFailure)},
 	}, c.describeConcurrency()...)
+}
+
+// timespanName returns the name EnvTimespan accepts for d, or d as a Go
+// duration when it has none.
+func timespanName(d time.Duration) string {
+	for name, span := range timespans {
+		if span == d {
+			return name
+		}
+	}
+	return d.String()
 }
 
 // String returns the effective settings on one line, with the Redis URL
@@ -370,7 +292,13 @@ func (c Config) String() string {
 }
 
 // GoString is String for the %#v verb, which would otherwise print the
-// Redis URL with its password.
+// fields.
 func (c Config) GoString() string {
 	return "k8sratelimit.Config{" + c.String() + "}"
+}
+
+// Format prints String with every verb (quoted with %q, GoString with
+// %#v), so that no verb - %d and %x included - makes fmt walk the fields.
+func (c Config) Format(f fmt.State, verb rune) {
+	formatRedacted(f, verb, c.String(), c.GoString())
 }

@@ -145,9 +145,9 @@ func newStore(cfg Config, o options, m *metrics) (store.Store, error) {
 	if m != nil {
 		opts.OnEvent = m.storeEvent
 	}
-	s, err := store.NewRedisFromURL(cfg.RedisURL, opts)
+	s, err := store.NewRedisFromURL(cfg.RedisURL.Reveal(), opts)
 	if err != nil {
-		return nil, &rlerrors.InvalidConfigurationError{Key: EnvRedisURL, Value: RedactRedisURL(cfg.RedisURL), Reason: err.Error()}
+		return nil, &rlerrors.InvalidConfigurationError{Key: EnvRedisURL, Value: cfg.RedisURL.String(), Reason: redisErrorReason(err)}
 	}
 	return s, nil
 }

@@ -19,8 +19,10 @@
 // Redis store, prints every shared budget: used / limit in the current
 // window, waiting reservations, processes sharing it and cooldown left.
 //
-// config exits with status 2 when the configuration is invalid, printing
-// the error that names the variable.
+// config prints each value as its variable accepts it (an unset one as
+// nothing), so that the table set back in the environment loads as the same
+// configuration, the redacted Redis URL aside. It exits with status 2 when
+// the configuration is invalid, printing the error that names the variable.
 package main
 
 import (
@@ -86,14 +88,13 @@ func configCmd(args, environ []string, stdout, stderr io.Writer) int {
 		}
 		return 1
 	}
+	// Each value is printed as its variable accepts it, and an unset one
+	// (empty) as nothing: set back in the environment, the table loads as
+	// the same configuration (the Redis URL aside, which is redacted).
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "VARIABLE\tEFFECTIVE VALUE")
 	for _, kv := range cfg.Describe() {
-		v := kv[1]
-		if v == "" {
-			v = "-"
-		}
-		fmt.Fprintf(tw, "%s\t%s\n", kv[0], v)
+		fmt.Fprintf(tw, "%s\t%s\n", kv[0], kv[1])
 	}
 	if err := tw.Flush(); err != nil {
 		fmt.Fprintf(stderr, "kube-ratelimit: %v\n", err)

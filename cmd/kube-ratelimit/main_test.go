@@ -2,9 +2,13 @@ package main
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/k8sratelimit/k8sratelimit"
 )
 
 func TestConfigCommand(t *testing.T) {
@@ -21,7 +25,7 @@ func TestConfigCommand(t *testing.T) {
 			name:       "defaults",
 			args:       []string{"config"},
 			wantStatus: 0,
-			wantOut:    []string{`(?m)^KUBERNETES_RATELIMIT +400$`, `(?m)^KUBERNETES_RATELIMIT_TIMESPAN +1m0s$`, `(?m)^KUBERNETES_RATELIMIT_MAX_WAIT +none$`, `(?m)^KUBERNETES_RATELIMIT_REDIS_URL +-$`},
+			wantOut:    []string{`(?m)^KUBERNETES_RATELIMIT +400$`, `(?m)^KUBERNETES_RATELIMIT_TIMESPAN +minute$`, `(?m)^KUBERNETES_RATELIMIT_MAX_WAIT *$`, `(?m)^KUBERNETES_RATELIMIT_BURST *$`, `(?m)^KUBERNETES_RATELIMIT_REDIS_URL *$`},
 		},
 		{
 			name:       "redis password redacted",
@@ -71,6 +75,50 @@ func TestConfigCommand(t *testing.T) {
 			if tt.notIn != "" {
 				assert.NotContains(t, stdout.String()+stderr.String(), tt.notIn)
 			}
+		})
+	}
+}
+
+// TestConfigCommandLoadsBack sets every value config prints back in the
+// environment and checks that it loads as the same configuration. The
+// Redis URL is printed redacted by design, so it is set as it was given.
+func TestConfigCommandLoadsBack(t *testing.T) {
+	redis := []string{"KUBERNETES_RATELIMIT_STORE=redis", "KUBERNETES_RATELIMIT_OWNER=ops", "KUBERNETES_RATELIMIT_REDIS_URL=rediss://:hunter2@redis:6379/0?dial_timeout=1s"}
+	envs := [][]string{
+		nil,
+		{"KUBERNETES_RATELIMIT_ENABLED=off"},
+		{"KUBERNETES_RATELIMIT_TIMESPAN=second", "KUBERNETES_RATELIMIT=50"},
+		{"KUBERNETES_RATELIMIT_TIMESPAN=DAY", "KUBERNETES_RATELIMIT_MAX_WAIT=1500", "KUBERNETES_RATELIMIT_JITTER=60000"},
+		{"KUBERNETES_RATELIMIT_TIMESPAN=hour", "KUBERNETES_RATELIMIT_MAX_WAIT=0", "KUBERNETES_RATELIMIT_ADAPTIVE=no"},
+		{"KUBERNETES_RATELIMIT_STRATEGY=linear", "KUBERNETES_RATELIMIT=100000"},
+		{"KUBERNETES_RATELIMIT_STRATEGY=linear", "KUBERNETES_RATELIMIT_BURST=7", "KUBERNETES_RATELIMIT_STORE_FAILURE=closed"},
+		redis,
+	}
+	for _, env := range envs {
+		t.Run(strings.Join(env, " "), func(t *testing.T) {
+			want, err := k8sratelimit.LoadConfig(env)
+			require.NoError(t, err)
+			var stdout, stderr bytes.Buffer
+			require.Equal(t, 0, run([]string{"config"}, env, &stdout, &stderr), stderr.String())
+			assert.NotContains(t, stdout.String(), "hunter2")
+
+			var printed []string
+			for _, line := range strings.Split(stdout.String(), "\n") {
+				name, value, _ := strings.Cut(line, " ")
+				if !strings.HasPrefix(name, k8sratelimit.EnvLimit) {
+					continue
+				}
+				value = strings.TrimSpace(value)
+				if name == k8sratelimit.EnvRedisURL && value != "" {
+					assert.Equal(t, want.RedisURL.String(), value)
+					value = want.RedisURL.Reveal()
+				}
+				printed = append(printed, name+"="+value)
+			}
+			require.Len(t, printed, 12)
+			got, err := k8sratelimit.LoadConfig(printed)
+			require.NoError(t, err, "loading %q", printed)
+			assert.Equal(t, want, got)
 		})
 	}
 }

@@ -42,9 +42,10 @@ func statusCmd(args, environ []string, stdout, stderr io.Writer) int {
 			k8sratelimit.EnvStore, cfg.Store)
 		return 2
 	}
-	s, err := store.NewRedisFromURL(cfg.RedisURL, store.RedisOptions{Timeout: 5 * time.Second})
+	s, err := store.NewRedisFromURL(cfg.RedisURL.Reveal(), store.RedisOptions{Timeout: 5 * time.Second})
 	if err != nil {
-		fmt.Fprintf(stderr, "kube-ratelimit: %v\n", err)
+		// Not err itself: go-redis quotes query values, which may be secret.
+		fmt.Fprintf(stderr, "kube-ratelimit: %s=%q: cannot make a Redis client from it\n", k8sratelimit.EnvRedisURL, cfg.RedisURL)
 		return 2
 	}
 	defer s.Close()
@@ -53,7 +54,7 @@ func statusCmd(args, environ []string, stdout, stderr io.Writer) int {
 	defer stop()
 	for {
 		if err := printStatus(ctx, s, *owner, stdout); err != nil {
-			fmt.Fprintf(stderr, "kube-ratelimit: reading %s: %v\n", k8sratelimit.RedactRedisURL(cfg.RedisURL), err)
+			fmt.Fprintf(stderr, "kube-ratelimit: reading %s: %v\n", cfg.RedisURL, err)
 			return 1
 		}
 		if !*watch {
