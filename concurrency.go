@@ -87,15 +87,15 @@ func (c Config) concurrency() limiter.Concurrency {
 }
 
 // describeConcurrency returns the values the concurrency variables are
-// printed with, each one its variable accepts.
+// printed with, each one its variable accepts; unset ones are empty.
 func (c Config) describeConcurrency() [][2]string {
 	switch {
 	case c.Concurrency == ConcurrencyAuto:
-		top := c.MaxConcurrency
-		if top == 0 {
-			top = DefaultMaxConcurrency
+		top := "" // unset: DefaultMaxConcurrency
+		if c.MaxConcurrency != 0 {
+			top = strconv.Itoa(c.MaxConcurrency)
 		}
-		return [][2]string{{EnvConcurrency, "auto"}, {EnvConcurrencyMax, strconv.Itoa(top)}}
+		return [][2]string{{EnvConcurrency, "auto"}, {EnvConcurrencyMax, top}}
 	case c.Concurrency > 0:
 		return [][2]string{{EnvConcurrency, strconv.Itoa(c.Concurrency)}, {EnvConcurrencyMax, ""}}
 	default:

@@ -162,8 +162,17 @@ func TestDescribe(t *testing.T) {
 		{EnvEnabled, "true"}, {EnvLimit, "400"}, {EnvTimespan, "minute"}, {EnvAdaptive, "true"},
 		{EnvMaxWait, ""}, {EnvJitter, "0s"}, {EnvOwner, "default"}, {EnvStrategy, "window"},
 		{EnvBurst, ""}, {EnvStore, "memory"}, {EnvRedisURL, ""}, {EnvStoreFailure, "local"},
+		{EnvConcurrency, "auto"}, {EnvConcurrencyMax, ""},
 	}
 	assert.Equal(t, want, got)
+
+	for _, c := range []Config{
+		withDefaults(func(c *Config) { c.MaxConcurrency = 40 }),
+		withDefaults(func(c *Config) { c.Concurrency = 3 }),
+		withDefaults(func(c *Config) { c.Concurrency = ConcurrencyOff }),
+	} {
+		assert.Equal(t, c, loadDescribed(t, c), "concurrency %d, max %d", c.Concurrency, c.MaxConcurrency)
+	}
 
 	c := withDefaults(func(c *Config) {
 		c.Timespan, c.MaxWait, c.Jitter, c.Strategy, c.Burst = 24*time.Hour, dur(90*time.Minute), 250*time.Millisecond, StrategyLinear, 5
@@ -176,7 +185,7 @@ func TestDescribe(t *testing.T) {
 
 	assert.Equal(t, "1.5s", withDefaults(func(c *Config) { c.Timespan = 1500 * time.Millisecond }).Describe()[2][1],
 		"a timespan set in code that has no name is a Go duration")
-	assert.Equal(t, "enabled=true limit=400 timespan=minute adaptive=true max_wait= jitter=0s owner=default strategy=window burst= store=memory redis_url= store_failure=local",
+	assert.Equal(t, "enabled=true limit=400 timespan=minute adaptive=true max_wait= jitter=0s owner=default strategy=window burst= store=memory redis_url= store_failure=local concurrency=auto concurrency_max=",
 		DefaultConfig().String())
 }
 

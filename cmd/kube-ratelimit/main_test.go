@@ -115,7 +115,7 @@ func TestConfigCommandLoadsBack(t *testing.T) {
 				}
 				printed = append(printed, name+"="+value)
 			}
-			require.Len(t, printed, 12)
+			require.Len(t, printed, 14)
 			got, err := k8sratelimit.LoadConfig(printed)
 			require.NoError(t, err, "loading %q", printed)
 			assert.Equal(t, want, got)
