@@ -24,7 +24,7 @@ func (s *Redis) Notify(key string, moved func()) {
 	n := &s.notify
 	n.once.Do(func() {
 		n.moved = map[string][]func(){}
-		n.pubsub = s.client.Subscribe(context.Background())
+		n.pubsub = s.client.Subscribe(s.background())
 		s.wg.Add(1)
 		go s.deliver(n.pubsub.Channel())
 	})
@@ -34,7 +34,7 @@ func (s *Redis) Notify(key string, moved func()) {
 	n.moved[channel] = append(n.moved[channel], moved)
 	n.mu.Unlock()
 	if first {
-		ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
+		ctx, cancel := context.WithTimeout(s.background(), s.opts.Timeout)
 		defer cancel()
 		// A failed subscription is retried by the client when it
 		// reconnects; waiters still confirm at their slots meanwhile.
