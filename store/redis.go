@@ -159,6 +159,9 @@ func newRedis(client redis.UniversalClient, opts RedisOptions, own bool) *Redis 
 		done:      make(chan struct{}),
 		ownClient: own,
 	}
+	if own {
+		s.markDials(client)
+	}
 	s.bounded = boundsCalls(client, opts.Timeout)
 	s.wg.Add(2)
 	go s.refreshPresence()
@@ -292,6 +295,7 @@ func (s *Redis) args(b *redisBudget, p Policy, force bool, n int) []any {
 // as those NewRedisFromURL builds do, needs no context with the timeout,
 // which costs a timer per call.
 func (s *Redis) call(ctx context.Context, sc *redis.Script, b *redisBudget, args []any) (any, error) {
+	ctx = s.logCtx(ctx)
 	if !s.bounded {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, s.opts.Timeout)

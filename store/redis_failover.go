@@ -41,7 +41,7 @@ func (s *Redis) probe() {
 			return
 		case <-t.C:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
+		ctx, cancel := context.WithTimeout(s.background(), s.opts.Timeout)
 		err := s.client.Ping(ctx).Err()
 		cancel()
 		if err != nil {

@@ -152,7 +152,7 @@ func (s *Redis) schedulePromotionLocked(b *redisBudget) {
 		if s.down.Load() {
 			return
 		}
-		if err := s.promoteDueLocked(context.Background(), b); err != nil {
+		if err := s.promoteDueLocked(s.background(), b); err != nil {
 			s.trip(err)
 		}
 	})

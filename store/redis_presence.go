@@ -106,7 +106,7 @@ func (s *Redis) upkeepAll() error {
 
 // upkeepPipelined runs the upkeep of budgets in one pipeline.
 func (s *Redis) upkeepPipelined(budgets []*redisBudget, policies []Policy) error {
-	ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
+	ctx, cancel := context.WithTimeout(s.background(), s.opts.Timeout)
 	defer cancel()
 	if err := scriptUpkeep.Load(ctx, s.client).Err(); err != nil {
 		return err
@@ -146,7 +146,7 @@ func (s *Redis) Close() error {
 			if s.down.Load() {
 				return true
 			}
-			if _, err := s.call(context.Background(), scriptLeave, b, s.args(b, p, true, 0)); err != nil {
+			if _, err := s.call(s.background(), scriptLeave, b, s.args(b, p, true, 0)); err != nil {
 				errs = append(errs, err)
 			}
 			return true

@@ -47,7 +47,7 @@ func (s *Redis) ShareCut(key string, cut SeatCut) {
 		if s.down.Load() {
 			return // The others fall back to their own budgets meanwhile.
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
+		ctx, cancel := context.WithTimeout(s.background(), s.opts.Timeout)
 		defer cancel()
 		if err := s.client.Publish(ctx, channel, msg).Err(); err != nil {
 			s.trip(err)

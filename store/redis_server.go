@@ -51,7 +51,7 @@ func clientFromURL(rawURL string, timeout time.Duration) (redis.UniversalClient,
 // them (an evicted budget is a silent reset).
 func (s *Redis) checkServer() {
 	defer s.wg.Done()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*s.opts.Timeout)
+	ctx, cancel := context.WithTimeout(s.background(), 5*s.opts.Timeout)
 	defer cancel()
 	if info, err := s.client.Info(ctx, "server").Result(); err == nil {
 		if v := infoField(info, "redis_version"); v != "" && major(v) < 7 && infoField(info, "valkey_version") == "" {

@@ -32,6 +32,7 @@ type BudgetStatus struct {
 func (s *Redis) Budgets(ctx context.Context) ([]BudgetStatus, error) {
 	var mu sync.Mutex
 	var out []BudgetStatus
+	ctx = s.logCtx(ctx)
 	scan := func(ctx context.Context, c redis.Cmdable) error {
 		it := c.Scan(ctx, 0, "{k8s:*}:m", 1000).Iterator()
 		for it.Next(ctx) {
@@ -59,7 +60,7 @@ func (s *Redis) Budgets(ctx context.Context) ([]BudgetStatus, error) {
 }
 
 func (s *Redis) status(ctx context.Context, keys []string) (BudgetStatus, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	ctx, cancel := context.WithTimeout(s.logCtx(ctx), s.opts.Timeout)
 	defer cancel()
 	return s.statusOn(ctx, s.client, keys)
 }

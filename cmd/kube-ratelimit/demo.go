@@ -29,34 +29,20 @@ const (
 
 // demoOptions are the demo's flags.
 type demoOptions struct {
-	workers  int
-	duration time.Duration
-	limit    int
-	timespan time.Duration
-	compare  bool
+	runFlags
+	compare bool
 }
 
 func parseDemoFlags(args []string, stderr io.Writer) (demoOptions, error) {
-	var o demoOptions
+	o := demoOptions{runFlags: runFlags{workers: 50, duration: 8 * time.Second, limit: 20, timespan: 100 * time.Millisecond}}
 	fs := flag.NewFlagSet("kube-ratelimit demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.IntVar(&o.workers, "workers", 50, "concurrent workers, each with its own clientset")
-	fs.DurationVar(&o.duration, "duration", 8*time.Second, "how long each run lasts")
-	fs.IntVar(&o.limit, "limit", 20, "requests per timespan for the API server (overrides KUBERNETES_RATELIMIT)")
-	fs.DurationVar(&o.timespan, "timespan", 100*time.Millisecond, "the budget's timespan, any duration (overrides KUBERNETES_RATELIMIT_TIMESPAN)")
+	o.register(fs)
 	fs.BoolVar(&o.compare, "compare", false, "also run the same load with client-go's default limiter and with no limiter, side by side")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
-	switch {
-	case fs.NArg() > 0:
-		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	case o.workers < 1:
-		return o, fmt.Errorf("-workers must be at least 1, not %d", o.workers)
-	case o.duration <= 0:
-		return o, fmt.Errorf("-duration must be positive, not %v", o.duration)
-	}
-	return o, nil
+	return o, o.parsed(fs)
 }
 
 // demoMode is one way of running the load: its name and how it sets up
@@ -79,7 +65,7 @@ func demoCmd(args, environ []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
-	cfg, err := demoConfig(o, environ)
+	cfg, err := o.config(environ)
 	if err != nil {
 		fmt.Fprintf(stderr, "kube-ratelimit: %v\n", err)
 		return 2
@@ -106,23 +92,11 @@ func demoCmd(args, environ []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// demoConfig is the configuration from environ, enabled, with the limit
-// and timespan of the flags.
-func demoConfig(o demoOptions, environ []string) (k8sratelimit.Config, error) {
-	cfg, err := k8sratelimit.LoadConfig(environ)
-	if err != nil {
-		return cfg, err
-	}
-	cfg.Enabled = true
-	cfg.Limit, cfg.Timespan = o.limit, o.timespan
-	return cfg, cfg.Validate()
-}
-
 // demoModes returns the ways to run the load: through k8sratelimit with
 // cfg, then (with -compare) with client-go's default limiter and with none.
 func demoModes(o demoOptions, cfg k8sratelimit.Config) []demoMode {
 	modes := []demoMode{{"k8sratelimit", func(rc *rest.Config, st *stats) (*instants, func(), error) {
-		rec := &releaseRecorder{Store: store.NewMemory(nil)}
+		rec := &releaseRecorder{Store: store.NewMemory(nil), stats: st}
 		l, err := k8sratelimit.New(cfg, k8sratelimit.WithObserver(st), k8sratelimit.WithStore(rec))
 		if err != nil {
 			return nil, nil, err
@@ -169,8 +143,8 @@ func runDemoMode(m demoMode, o demoOptions, stdout io.Writer) (demoResult, error
 
 	p := newProgress(stdout, m.name, o.duration)
 	err = runLoad(context.Background(), rc, loadSpec{workers: o.workers, duration: o.duration, call: listPods}, st,
-		func(elapsed time.Duration) {
-			p.update(elapsed, st.calls.Load(), int64(srv.Rejected()), st.waiting.Load())
+		func(start, now time.Time) {
+			p.update(now, now.Sub(start), snapshotOf(st, start, now, int64(srv.Rejected())))
 		}, p.interval())
 	p.done()
 	if err != nil {
@@ -189,12 +163,40 @@ func runDemoMode(m demoMode, o demoOptions, stdout io.Writer) (demoResult, error
 }
 
 // progress shows a run's progress: a refreshing status line on a
-// terminal, a plain line every two seconds otherwise.
+// terminal, a plain line every two seconds otherwise. While no call
+// finishes and the next slot of the budget is known, it says so instead
+// of the counts; as plain lines, it says each thing once rather than
+// repeating the same line.
 type progress struct {
 	w        io.Writer
 	name     string
 	total    time.Duration
 	terminal bool
+
+	last string    // the counts of the last line that showed them
+	slot time.Time // the slot the last waiting line named
+}
+
+// snapshot is what a progress line shows.
+type snapshot struct {
+	calls, throttled, inProgress int64
+	// idle is how long since a call last ended.
+	idle time.Duration
+	// nextSlot is the next instant the budget lets a waiting call go, or
+	// zero when none is known.
+	nextSlot time.Time
+}
+
+// snapshotOf reads st at now, for a run that started at start, with
+// throttled the 429s to show.
+func snapshotOf(st *stats, start, now time.Time, throttled int64) snapshot {
+	s := snapshot{calls: st.calls.Load(), throttled: throttled, inProgress: st.inProgress.Load()}
+	s.idle = now.Sub(start)
+	if last := st.lastEnd.Load(); last != 0 {
+		s.idle = now.Sub(time.Unix(0, last))
+	}
+	s.nextSlot, _ = st.nextSlot(now)
+	return s
 }
 
 func newProgress(w io.Writer, name string, total time.Duration) *progress {
@@ -208,16 +210,42 @@ func (p *progress) interval() time.Duration {
 	return 2 * time.Second
 }
 
-func (p *progress) update(elapsed time.Duration, calls, throttled, waiting int64) {
+// update shows s, elapsed into the run, at now.
+func (p *progress) update(now time.Time, elapsed time.Duration, s snapshot) {
 	const width = 20
 	filled := min(int(float64(width)*elapsed.Seconds()/p.total.Seconds()), width)
-	line := fmt.Sprintf("%-18s [%s%s] %4.1fs  calls %6d  429s %5d  in progress %3d",
-		p.name, strings.Repeat("#", filled), strings.Repeat(".", width-filled), elapsed.Seconds(), calls, throttled, waiting)
+	status := fmt.Sprintf("calls %6d  429s %5d  in progress %3d", s.calls, s.throttled, s.inProgress)
+	// Nothing ended for half an interval, and something waits for a slot.
+	waiting := s.idle >= p.interval()/2 && s.nextSlot.After(now)
+	if waiting {
+		status = "waiting for the budget: next slot in " + roughly(s.nextSlot.Sub(now))
+	}
+	line := fmt.Sprintf("%-18s [%s%s] %4.1fs  %s",
+		p.name, strings.Repeat("#", filled), strings.Repeat(".", width-filled), elapsed.Seconds(), status)
 	if p.terminal {
-		fmt.Fprintf(p.w, "\r%s", line)
+		fmt.Fprintf(p.w, "\r%s\x1b[K", line)
 		return
 	}
+	switch {
+	case waiting && (s.nextSlot.Sub(p.slot)).Abs() < time.Second:
+		return // said already (slots noted a moment apart are one slot)
+	case !waiting && status == p.last:
+		return // nothing happened
+	}
+	if waiting {
+		p.slot = s.nextSlot
+	} else {
+		p.last = status
+	}
 	fmt.Fprintln(p.w, line)
+}
+
+// roughly formats d to a tenth of a second below 10s, to the second above.
+func roughly(d time.Duration) string {
+	if d < 10*time.Second {
+		return d.Round(100 * time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
 }
 
 func (p *progress) done() {

@@ -35,15 +35,51 @@ func listPods(ctx context.Context, cs kubernetes.Interface) error {
 
 // stats counts what the workers and the limiter saw. It implements
 // limiter.Observer. It is safe for concurrent use.
+//
+// Every call made ends as exactly one of: succeeded, rejected (a
+// RateLimitExceededError for the maximum wait), cut off by the end of the
+// run (its context ended, or its slot lay beyond the end), or failed
+// otherwise.
 type stats struct {
 	calls, succeeded, failed atomic.Int64
 	atOnce, deferred         atomic.Int64
-	rejected                 atomic.Int64 // RateLimitExceededError
-	waiting                  atomic.Int64 // calls in progress
+	rejected                 atomic.Int64 // RateLimitExceededError for the maximum wait
+	cutOff                   atomic.Int64 // ended by the end of the run
+	inProgress               atomic.Int64 // calls in progress
 	throttled                atomic.Int64 // 429s (and 503s with Retry-After) seen
+
+	lastEnd atomic.Int64 // UnixNano when a call last ended, other than cut off
 
 	mu    sync.Mutex
 	waits []time.Duration // of deferred requests
+	slots []time.Time     // instants waiting calls or workers wait for
+}
+
+// finished returns the number of calls that have ended, one way or
+// another.
+func (s *stats) finished() int64 {
+	return s.succeeded.Load() + s.failed.Load() + s.rejected.Load() + s.cutOff.Load()
+}
+
+// noteSlot records that a call or a worker waits for the budget until at.
+func (s *stats) noteSlot(at time.Time) {
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.slots = slices.DeleteFunc(s.slots, func(t time.Time) bool { return !t.After(now) })
+	s.slots = append(s.slots, at)
+}
+
+// nextSlot returns the earliest instant after now that something waits
+// for, if any. Waits the store does not show (Redis) are not known.
+func (s *stats) nextSlot(now time.Time) (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.slots = slices.DeleteFunc(s.slots, func(t time.Time) bool { return !t.After(now) })
+	if len(s.slots) == 0 {
+		return time.Time{}, false
+	}
+	return slices.MinFunc(s.slots, time.Time.Compare), true
 }
 
 func (s *stats) Admitted(_, _ string, wait time.Duration, _ limiter.WaitReason) {
@@ -90,24 +126,34 @@ func (r *instants) record() {
 // releaseRecorder is a store that records the instant it lets each request
 // go: at once, or when a deferred request confirms its slot. These are the
 // instants the window budget holds on; a request reaches the transport
-// below the limiter a little later, after its goroutine gets a CPU.
+// below the limiter a little later, after its goroutine gets a CPU. It
+// also tells stats the slots deferred requests wait for.
 type releaseRecorder struct {
 	store.Store
 	instants
+	stats *stats
 }
 
 func (r *releaseRecorder) Reserve(ctx context.Context, key string, p store.Policy, req store.Request) (store.Reservation, error) {
 	res, err := r.Store.Reserve(ctx, key, p, req)
-	if err == nil && res.OK && res.Wait == 0 {
+	switch {
+	case err != nil || !res.OK:
+	case res.Wait == 0:
 		r.record()
+	case r.stats != nil:
+		r.stats.noteSlot(time.Now().Add(res.Wait))
 	}
 	return res, err
 }
 
 func (r *releaseRecorder) Confirm(ctx context.Context, key string, id uint64) (time.Duration, error) {
 	left, err := r.Store.Confirm(ctx, key, id)
-	if err == nil && left == 0 {
+	switch {
+	case err != nil:
+	case left == 0:
 		r.record()
+	case r.stats != nil:
+		r.stats.noteSlot(time.Now().Add(left)) // a cooldown moved it
 	}
 	return left, err
 }
@@ -148,9 +194,17 @@ func (s *stats) waitQuantiles() (p50, p99, maxWait time.Duration) {
 }
 
 // runLoad runs spec against the clients built from rc, each worker with
-// its own clientset (as separate controllers in one process have), until
-// the duration is over, and reports progress to tick every interval.
-func runLoad(ctx context.Context, rc *rest.Config, spec loadSpec, st *stats, tick func(elapsed time.Duration), interval time.Duration) error {
+// its own clientset (as separate controllers in one process have), for
+// spec.duration, and reports progress to tick (the run's start and now)
+// every interval and once at the end.
+//
+// At the end of the duration the workers start no new call, and the
+// calls still in progress, waiting for the budget or for the server, are
+// cancelled through their context: runLoad returns within moments of the
+// duration. A worker whose call is refused with a RateLimitExceededError
+// waits its RetryAfter (until the end at most) before its next call, as
+// the README tells callers to.
+func runLoad(ctx context.Context, rc *rest.Config, spec loadSpec, st *stats, tick func(start, now time.Time), interval time.Duration) error {
 	clients := make([]kubernetes.Interface, spec.workers)
 	for i := range clients {
 		cs, err := kubernetes.NewForConfig(rest.CopyConfig(rc))
@@ -160,28 +214,24 @@ func runLoad(ctx context.Context, rc *rest.Config, spec loadSpec, st *stats, tic
 		clients[i] = cs
 	}
 	start := time.Now()
-	deadline := start.Add(spec.duration)
-	// In-flight calls may finish after the deadline, but not much later.
-	ctx, cancel := context.WithDeadline(ctx, deadline.Add(10*time.Second))
+	// Cancelled at the end rather than given a deadline: a limiter, ours
+	// or client-go's, refuses at once a wait that would pass a deadline,
+	// and the worker would only try again. Cancelled, it waits, and is cut
+	// off at the end.
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	end := time.AfterFunc(spec.duration, cancel)
+	defer end.Stop()
 
 	var wg sync.WaitGroup
 	for _, cs := range clients {
 		wg.Go(func() {
-			for time.Now().Before(deadline) && ctx.Err() == nil {
+			for ctx.Err() == nil {
 				st.calls.Add(1)
-				st.waiting.Add(1)
+				st.inProgress.Add(1)
 				err := spec.call(ctx, cs)
-				st.waiting.Add(-1)
-				switch {
-				case err == nil:
-					st.succeeded.Add(1)
-				case errors.As(err, new(*rlerrors.RateLimitExceededError)):
-					st.rejected.Add(1)
-					st.failed.Add(1)
-				default:
-					st.failed.Add(1)
-				}
+				st.inProgress.Add(-1)
+				st.count(ctx, err)
 			}
 		})
 	}
@@ -192,10 +242,46 @@ func runLoad(ctx context.Context, rc *rest.Config, spec loadSpec, st *stats, tic
 	for {
 		select {
 		case <-done:
-			tick(time.Since(start))
+			tick(start, time.Now())
 			return nil
 		case <-ticker.C:
-			tick(time.Since(start))
+			tick(start, time.Now())
 		}
+	}
+}
+
+// count counts how a call made with ctx ended, and when the limiter
+// refused it, waits until its slot or the end of ctx, whichever is first.
+func (s *stats) count(ctx context.Context, err error) {
+	if ctx.Err() == nil {
+		s.lastEnd.Store(time.Now().UnixNano())
+	}
+	var rle *rlerrors.RateLimitExceededError
+	switch {
+	case err == nil:
+		s.succeeded.Add(1)
+	case errors.As(err, &rle):
+		if rle.Err == nil {
+			s.rejected.Add(1) // its slot was beyond the maximum wait
+		} else {
+			s.cutOff.Add(1) // its slot was beyond the end of the run
+		}
+		retry := rle.RetryAfter()
+		s.noteSlot(time.Now().Add(retry))
+		sleep(ctx, retry)
+	case ctx.Err() != nil:
+		s.cutOff.Add(1)
+	default:
+		s.failed.Add(1)
+	}
+}
+
+// sleep returns after d, or sooner when ctx ends.
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
 	}
 }

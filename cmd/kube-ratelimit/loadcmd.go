@@ -21,30 +21,26 @@ import (
 type loadOptions struct {
 	kubeconfig string
 	context    string
-	workers    int
-	duration   time.Duration
+	runFlags
 }
 
 func parseLoadFlags(args []string, stderr io.Writer) (loadOptions, error) {
-	var o loadOptions
+	// The budget is the environment's unless -limit or -timespan say
+	// otherwise.
+	o := loadOptions{runFlags: runFlags{workers: 10, duration: 10 * time.Second}}
 	fs := flag.NewFlagSet("kube-ratelimit load", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file of the cluster to load (required)")
 	fs.StringVar(&o.context, "context", "", "kubeconfig context (default: the current one)")
-	fs.IntVar(&o.workers, "workers", 10, "concurrent workers, each with its own clientset")
-	fs.DurationVar(&o.duration, "duration", 10*time.Second, "how long the load lasts")
+	o.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
-	switch {
-	case fs.NArg() > 0:
-		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	case o.kubeconfig == "":
+	if err := o.parsed(fs); err != nil {
+		return o, err
+	}
+	if o.kubeconfig == "" {
 		return o, fmt.Errorf("-kubeconfig is required")
-	case o.workers < 1:
-		return o, fmt.Errorf("-workers must be at least 1, not %d", o.workers)
-	case o.duration <= 0:
-		return o, fmt.Errorf("-duration must be positive, not %v", o.duration)
 	}
 	return o, nil
 }
@@ -55,8 +51,9 @@ func namespacesAndVersion() func(ctx context.Context, cs kubernetes.Interface) e
 	var n atomic.Int64
 	return func(ctx context.Context, cs kubernetes.Interface) error {
 		if n.Add(1)%2 == 0 {
-			_, err := cs.Discovery().ServerVersion()
-			return err
+			// As Discovery().ServerVersion() does, but with ctx: the run's
+			// end must cut off a call waiting for the budget.
+			return cs.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Error()
 		}
 		_, err := cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{Limit: 50})
 		return err
@@ -73,7 +70,7 @@ func loadCmd(args, environ []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
-	cfg, err := k8sratelimit.LoadConfig(environ)
+	cfg, err := o.config(environ)
 	if err != nil {
 		fmt.Fprintf(stderr, "kube-ratelimit: %v\n", err)
 		return 2
@@ -90,7 +87,7 @@ func loadCmd(args, environ []string, stdout, stderr io.Writer) int {
 	st := &stats{}
 	rec := &sendRecorder{}
 	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { rec.next = rt; return rec })
-	released := &releaseRecorder{Store: store.NewMemory(nil)}
+	released := &releaseRecorder{Store: store.NewMemory(nil), stats: st}
 	opts := []k8sratelimit.Option{k8sratelimit.WithObserver(st)}
 	if cfg.Store == k8sratelimit.StoreMemory {
 		opts = append(opts, k8sratelimit.WithStore(released))
@@ -111,8 +108,8 @@ func loadCmd(args, environ []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "Budget: %d requests per %v (%s strategy, max wait %s).\n\n", cfg.Limit, cfg.Timespan, cfg.Strategy, maxWaitText(cfg))
 	p := newProgress(stdout, "k8sratelimit", o.duration)
 	err = runLoad(context.Background(), rc, loadSpec{workers: o.workers, duration: o.duration, call: namespacesAndVersion()}, st,
-		func(elapsed time.Duration) {
-			p.update(elapsed, st.calls.Load(), st.throttled.Load(), st.waiting.Load())
+		func(start, now time.Time) {
+			p.update(now, now.Sub(start), snapshotOf(st, start, now, st.throttled.Load()))
 		}, p.interval())
 	p.done()
 	if err != nil {

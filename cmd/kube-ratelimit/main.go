@@ -4,7 +4,7 @@
 // Usage:
 //
 //	kube-ratelimit demo [-workers N] [-duration D] [-limit N] [-timespan D] [-compare]
-//	kube-ratelimit load -kubeconfig F [-context C] [-workers N] [-duration D]
+//	kube-ratelimit load -kubeconfig F [-context C] [-workers N] [-duration D] [-limit N] [-timespan D]
 //	kube-ratelimit config
 //	kube-ratelimit status [-watch] [-interval D] [-owner O]
 //
@@ -14,7 +14,10 @@
 // environment, shows progress, and ends with a table of what happened;
 // -compare runs the same load with client-go's default limiter and with no
 // limiter, side by side. load runs the same kind of load, read-only (namespace
-// lists and /version), against a real cluster. config loads the KUBERNETES_RATELIMIT*
+// lists and /version), against a real cluster. Both stop at their -duration:
+// calls still waiting then, for the budget or for the server, are cut off;
+// a worker refused with a RateLimitExceededError waits its RetryAfter before
+// its next call. config loads the KUBERNETES_RATELIMIT*
 // environment strictly and prints the effective settings. status, with the
 // Redis store, prints every shared budget: used / limit in the current
 // window, waiting reservations, processes sharing it and cooldown left.
@@ -32,8 +35,11 @@ import (
 	"os"
 	"text/tabwriter"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/k8sratelimit/k8sratelimit"
 	rlerrors "github.com/k8sratelimit/k8sratelimit/errors"
+	"github.com/k8sratelimit/k8sratelimit/store"
 )
 
 const usage = `usage: kube-ratelimit <command>
@@ -46,6 +52,10 @@ commands:
 `
 
 func main() {
+	// go-redis's lines about the store's calls (a dial failure each call
+	// during an outage) go to the store's logger, not to standard error;
+	// this process has no other Redis client.
+	redis.SetLogger(&store.RedisLogRouter{})
 	os.Exit(run(os.Args[1:], os.Environ(), os.Stdout, os.Stderr))
 }
 

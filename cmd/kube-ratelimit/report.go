@@ -49,6 +49,8 @@ func writeReport(w io.Writer, results []demoResult, limit int, timespan time.Dur
 	row("wait max", limitedOnly(func(r demoResult) string { _, _, c := r.stats.waitQuantiles(); return ms(c) }))
 	row("429s received", func(r demoResult) string { return strconv.Itoa(r.throttled) })
 	row("rejected by max wait", limitedOnly(func(r demoResult) string { return itoa(r.stats.rejected.Load()) }))
+	row("cut off by the end of the run", func(r demoResult) string { return itoa(r.stats.cutOff.Load()) })
+	row("failed otherwise", func(r demoResult) string { return itoa(r.stats.failed.Load()) })
 	row(fmt.Sprintf("most sent in any %v* (budget %d)", timespan-windowSlack(timespan), limit), func(r demoResult) string { return strconv.Itoa(r.maxSent) })
 	row(fmt.Sprintf("most received by the server in any %v**", timespan), func(r demoResult) string {
 		if r.maxWindow < 0 {
