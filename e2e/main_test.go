@@ -27,10 +27,13 @@ const (
 	userSeats     = "apf-seats"      // throttled, for the concurrency limit's runs
 	userSeatsDflt = "apf-seats-dflt" // throttled, for the default configuration's run
 	userQueued    = "apf-queued"     // a level that queues instead of rejecting
+
+	userSeatsRedis     = "apf-seats-redis"      // throttled, for the shared concurrency limit
+	userSeatsRedisDflt = "apf-seats-redis-dflt" // throttled, for the shared default configuration
 )
 
 // throttledUsers are the users that get a rejecting priority level.
-var throttledUsers = []string{userUnlimited, userLimited, userMaxWait, userSeats, userSeatsDflt}
+var throttledUsers = []string{userUnlimited, userLimited, userMaxWait, userSeats, userSeatsDflt, userSeatsRedis, userSeatsRedisDflt}
 
 // queuedLength is the queue of userQueued's level: room for every worker
 // of the seats tests, so that it never rejects.

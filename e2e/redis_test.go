@@ -37,6 +37,7 @@ const (
 	childCA       = "K8SRATELIMIT_E2E_CA" // base64
 	childRequests = "K8SRATELIMIT_E2E_REQUESTS"
 	childWorkers  = "K8SRATELIMIT_E2E_WORKERS"
+	childFor      = "K8SRATELIMIT_E2E_FOR" // set: list namespaces for this long instead
 )
 
 type roundTripper func(*http.Request) (*http.Response, error)
@@ -64,6 +65,10 @@ func runChild() int {
 	}
 	rc := &rest.Config{Host: os.Getenv(childHost), BearerToken: os.Getenv(childToken),
 		TLSClientConfig: rest.TLSClientConfig{CAData: ca}, UserAgent: os.Getenv(childEnv)}
+	if d := os.Getenv(childFor); d != "" {
+		workers, _ := strconv.Atoi(os.Getenv(childWorkers))
+		return runChildFor(lim, rc, workers, d)
+	}
 	var mu sync.Mutex
 	var sends []int64
 	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper {
@@ -81,8 +86,8 @@ func runChild() int {
 	if err != nil {
 		return fail(err)
 	}
-	n, _ := strconv.Atoi(os.Getenv(childRequests))
 	workers, _ := strconv.Atoi(os.Getenv(childWorkers))
+	n, _ := strconv.Atoi(os.Getenv(childRequests))
 	errs := runLoad(context.Background(), workers, n/workers, getRetrying(cs))
 	for _, err := range errs {
 		fmt.Fprintln(os.Stderr, "child:", err)

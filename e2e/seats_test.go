@@ -2,8 +2,11 @@ package e2e_test
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"net/http"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +20,7 @@ import (
 
 	"github.com/k8sratelimit/k8sratelimit"
 	"github.com/k8sratelimit/k8sratelimit/e2e/internal/probe"
+	"github.com/k8sratelimit/k8sratelimit/internal/redistest"
 )
 
 // The seats runs: seatsWorkers workers list namespaces in a loop for
@@ -83,8 +87,25 @@ func newLoadClient(t *testing.T, name, user string, workers int, cfg *k8sratelim
 // left and what was served to its total.
 func (c *loadClient) run(t *testing.T, d time.Duration) served {
 	t.Helper()
+	s := c.load(d)
+	if c.l != nil {
+		b, err := c.l.Budget("", c.rc)
+		require.NoError(t, err)
+		s.limit = b.Seats().Limit
+	}
+	t.Logf("%s: %d served, %d of %d sent answered 429, concurrency limit at the end %d", c.name, s.served, s.throttled, s.sent, s.limit)
+	c.total.served += s.served
+	c.total.sent += s.sent
+	c.total.throttled += s.throttled
+	c.total.limit = s.limit
+	return s
+}
+
+// load runs the client's workers listing namespaces for d and counts what
+// left and what was served.
+func (c *loadClient) load(d time.Duration) served {
 	before := len(c.wire.Exchanges())
-	ctx, cancel := context.WithTimeout(t.Context(), d)
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	var wg sync.WaitGroup
 	for range c.workers {
@@ -108,16 +129,6 @@ func (c *loadClient) run(t *testing.T, d time.Duration) served {
 			s.sent++
 		}
 	}
-	if c.l != nil {
-		b, err := c.l.Budget("", c.rc)
-		require.NoError(t, err)
-		s.limit = b.Seats().Limit
-	}
-	t.Logf("%s: %d served, %d of %d sent answered 429, concurrency limit at the end %d", c.name, s.served, s.throttled, s.sent, s.limit)
-	c.total.served += s.served
-	c.total.sent += s.sent
-	c.total.throttled += s.throttled
-	c.total.limit = s.limit
 	return s
 }
 
@@ -201,4 +212,89 @@ func TestSeatsAgainstAQueueingLevel(t *testing.T) {
 	none, auto := runs[0], runs[1]
 	t.Logf("a priority level that queues, %s per client:\n%s", seatsRun, servedTable(none, auto))
 	assert.GreaterOrEqual(t, float64(auto.served), 0.95*float64(none.served), "at least 95%% of what no limiter gets")
+}
+
+// runChildFor is runChild for the seats runs: workers list namespaces
+// through lim for the duration d, and it prints "served <n> sent <n>
+// throttled <n>", counted below the limiter.
+func runChildFor(lim *k8sratelimit.Limiter, rc *rest.Config, workers int, d string) int {
+	fail := func(err error) int { fmt.Fprintln(os.Stderr, "child:", err); return 2 }
+	dur, err := time.ParseDuration(d)
+	if err != nil {
+		return fail(err)
+	}
+	c := &loadClient{workers: workers, rc: rc, l: lim}
+	rc.Wrap(c.wire.Wrap)
+	if err := lim.Configure(rc); err != nil {
+		return fail(err)
+	}
+	if c.cs, err = kubernetes.NewForConfig(rc); err != nil {
+		return fail(err)
+	}
+	s := c.load(dur)
+	fmt.Printf("served %d sent %d throttled %d\n", s.served, s.sent, s.throttled)
+	return 0
+}
+
+// seatsChildren runs n child processes of seatsWorkers/n workers each as
+// user for d, sharing one budget of env through srv, and returns their
+// figures added up.
+func seatsChildren(t *testing.T, name string, srv *redistest.Server, user string, n int, d time.Duration, env ...string) served {
+	t.Helper()
+	rc := suite.cp.UserConfig(user)
+	env = append(env,
+		"KUBERNETES_RATELIMIT_STORE=redis",
+		"KUBERNETES_RATELIMIT_OWNER=e2e-seats",
+		"KUBERNETES_RATELIMIT_REDIS_URL="+srv.URL(),
+		childHost+"="+rc.Host,
+		childToken+"="+rc.BearerToken,
+		childCA+"="+base64.StdEncoding.EncodeToString(rc.CAData),
+		childWorkers+"="+strconv.Itoa(seatsWorkers/n),
+		childFor+"="+d.String(),
+	)
+	var children []*sharedChild
+	for i := range n {
+		children = append(children, startSharedChild(t, fmt.Sprintf("%s-%d", user, i), env))
+	}
+	total := served{name: name}
+	for _, c := range children {
+		require.NoError(t, c.cmd.Wait(), "child %s: %s", c.name, c.out.String())
+		var s served
+		_, err := fmt.Sscanf(lastLine(c.out.String()), "served %d sent %d throttled %d", &s.served, &s.sent, &s.throttled)
+		require.NoError(t, err, "child %s: %s", c.name, c.out.String())
+		t.Logf("%s: %d served, %d of %d sent answered 429", c.name, s.served, s.throttled, s.sent)
+		total.served += s.served
+		total.sent += s.sent
+		total.throttled += s.throttled
+	}
+	return total
+}
+
+// lastLine returns the last line of s that is not empty.
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
+
+// TestSeatsSharedThroughRedis is TestSeatsAgainstARejectingLevel and
+// TestSeatsDefaultConfiguration with the workers split between two OS
+// processes that share the budget, and its concurrency limit, through a
+// real redis-server.
+func TestSeatsSharedThroughRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	seats, err := suite.throttles[userSeatsRedis].NominalSeats(t.Context(), suite.admin)
+	require.NoError(t, err)
+
+	best := newLoadClient(t, fmt.Sprintf("%d workers (one per seat), no limiter", seats), userSeatsRedis, seats, nil).run(t, seatsRun)
+	shared := seatsChildren(t, fmt.Sprintf("2 processes × %d workers, rate far above, concurrency auto", seatsWorkers/2),
+		srv, userSeatsRedis, 2, seatsRun,
+		"KUBERNETES_RATELIMIT="+strconv.Itoa(k8sratelimit.MaxWindowLimit), "KUBERNETES_RATELIMIT_TIMESPAN=second")
+	dflt := seatsChildren(t, fmt.Sprintf("2 processes × %d workers, default configuration", seatsWorkers/2),
+		srv, userSeatsRedisDflt, 2, defaultRun)
+	t.Logf("two processes sharing a budget through Redis, a level of %d seats that rejects:\n%s", seats, servedTable(best, shared, dflt))
+
+	assert.GreaterOrEqual(t, float64(shared.served), 0.8*float64(best.served), "at least 80%% of what one worker per seat gets")
+	assert.LessOrEqual(t, shared.throttledShare(), 0.01, "at most 1%% of the requests sent draw a 429")
+	assert.GreaterOrEqual(t, float64(dflt.served), 0.9*400, "at least 90%% of what the default budget allows in %s", defaultRun)
+	assert.LessOrEqual(t, dflt.throttledShare(), 0.01, "at most 1%% of the requests sent draw a 429")
 }

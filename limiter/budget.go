@@ -92,6 +92,7 @@ func (b *Budget) admit(ctx context.Context, stop <-chan struct{}, seated bool) (
 		st.free(outcomeUnsent, l.clock.Now())
 		return seat{}, err
 	}
+	st.send()
 	return st, nil
 }
 

@@ -61,11 +61,12 @@ type SeatStatus struct {
 // control sets, served first come, first served. mu guards everything; it
 // is held for bookkeeping only, never while waiting.
 type seats struct {
-	mu      sync.Mutex
-	inUse   int
-	waiting list.List // *seatWaiter, in arrival order
-	ctl     control
-	hold    time.Duration // moving average of how long a seat is held
+	mu       sync.Mutex
+	inUse    int       // seats held
+	inFlight int       // of which by requests sent
+	waiting  list.List // *seatWaiter, in arrival order
+	ctl      control
+	hold     time.Duration // moving average of how long a seat is held
 
 	// With a store shared by several processes, the control's limit is
 	// theirs together and this process holds its share of it.
@@ -84,8 +85,8 @@ type seatWaiter struct {
 // seat is a seat held by one request. The zero seat holds nothing.
 type seat struct {
 	s     *seats
-	seq   uint64    // send order, to cut once per burst of throttles
-	peers int       // seats in use when it was taken, itself included
+	seq   uint64    // send order, to cut once per burst of throttles; 0: not sent
+	peers int       // requests in flight when it was sent, itself included
 	since time.Time // when it was taken
 }
 
@@ -125,12 +126,26 @@ func (s *seats) tryTake(now time.Time) (seat, bool) {
 	return s.takeLocked(now), true
 }
 
-// takeLocked takes a seat. Its peers are the seats in use, counting the
-// other processes' shares as in use. s.mu must be held.
+// takeLocked takes a seat. s.mu must be held.
 func (s *seats) takeLocked(now time.Time) seat {
 	s.inUse++
+	return seat{s: s, since: now}
+}
+
+// send marks the seat's request as sent: its slot has come. Its peers are
+// the requests in flight, counting the other processes' shares as in
+// flight; requests that hold a seat while they wait for their slot are not
+// seen by the server, and do not count.
+func (st *seat) send() {
+	s := st.s
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.inFlight++
 	others := max(s.ctl.seats()-s.capLocked(), 0)
-	return seat{s: s, seq: s.ctl.sent(), peers: s.inUse + others, since: now}
+	st.seq, st.peers = s.ctl.sent(), s.inFlight+others
 }
 
 // enqueue queues a waiter for the next free seat.
@@ -202,6 +217,9 @@ func (s *seats) freeSeat(st seat, o outcome, now time.Time) (cut store.SeatCut, 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.inUse--
+	if st.seq != 0 {
+		s.inFlight--
+	}
 	if o != outcomeUnsent {
 		held := now.Sub(st.since)
 		s.hold += (held - s.hold) / 8

@@ -140,7 +140,7 @@ func TestSeatsNeverMoreInFlightThanTheLimitServedInOrder(t *testing.T) {
 		require.Eventually(t, func() bool { return b.Seats().Waiting == i-2 }, 5*time.Second, time.Millisecond)
 	}
 	srv.none(t)
-	assert.Equal(t, limiter.SeatStatus{Limit: 3, InUse: 3, Waiting: 7}, b.Seats())
+	assert.Equal(t, limiter.SeatStatus{Limit: 3, Share: 3, InUse: 3, Waiting: 7}, b.Seats())
 
 	// Each seat that frees goes to the head of the line.
 	queue := first
@@ -157,7 +157,7 @@ func TestSeatsNeverMoreInFlightThanTheLimitServedInOrder(t *testing.T) {
 		require.NoError(t, finished(t, r))
 	}
 	assert.LessOrEqual(t, srv.maxIn.Load(), int32(3))
-	assert.Equal(t, limiter.SeatStatus{Limit: 3}, b.Seats())
+	assert.Equal(t, limiter.SeatStatus{Limit: 3, Share: 3}, b.Seats())
 }
 
 // oneRequest sends one request through a budget of one seat and returns

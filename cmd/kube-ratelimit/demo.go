@@ -38,7 +38,7 @@ func parseDemoFlags(args []string, stderr io.Writer) (demoOptions, error) {
 	fs := flag.NewFlagSet("kube-ratelimit demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	o.register(fs)
-	fs.BoolVar(&o.compare, "compare", false, "also run the same load with client-go's default limiter and with no limiter, side by side")
+	fs.BoolVar(&o.compare, "compare", false, "also run the same load through k8sratelimit with the concurrency limit off, with client-go's default limiter, and with no limiter, side by side")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -95,16 +95,23 @@ func demoCmd(args, environ []string, stdout, stderr io.Writer) int {
 // demoModes returns the ways to run the load: through k8sratelimit with
 // cfg, then (with -compare) with client-go's default limiter and with none.
 func demoModes(o demoOptions, cfg k8sratelimit.Config) []demoMode {
-	modes := []demoMode{{"k8sratelimit", func(rc *rest.Config, st *stats) (*instants, func(), error) {
-		rec := &releaseRecorder{Store: store.NewMemory(nil), stats: st}
-		l, err := k8sratelimit.New(cfg, k8sratelimit.WithObserver(st), k8sratelimit.WithStore(rec))
-		if err != nil {
-			return nil, nil, err
+	through := func(cfg k8sratelimit.Config) func(rc *rest.Config, st *stats) (*instants, func(), error) {
+		return func(rc *rest.Config, st *stats) (*instants, func(), error) {
+			rec := &releaseRecorder{Store: store.NewMemory(nil), stats: st}
+			l, err := k8sratelimit.New(cfg, k8sratelimit.WithObserver(st), k8sratelimit.WithStore(rec))
+			if err != nil {
+				return nil, nil, err
+			}
+			st.watchSeats(l, rc)
+			return &rec.instants, func() { l.Close() }, l.Configure(rc)
 		}
-		return &rec.instants, func() { l.Close() }, l.Configure(rc)
-	}}}
+	}
+	modes := []demoMode{{"k8sratelimit", through(cfg)}}
 	if o.compare {
+		rateOnly := cfg
+		rateOnly.Concurrency, rateOnly.MaxConcurrency = k8sratelimit.ConcurrencyOff, 0
 		modes = append(modes,
+			demoMode{"concurrency off", through(rateOnly)},
 			demoMode{"client-go default", func(*rest.Config, *stats) (*instants, func(), error) { return nil, func() {}, nil }},
 			demoMode{"no limiter", func(rc *rest.Config, _ *stats) (*instants, func(), error) {
 				rc.QPS = -1
@@ -152,7 +159,7 @@ func runDemoMode(m demoMode, o demoOptions, stdout io.Writer) (demoResult, error
 	}
 	return demoResult{
 		name:       m.name,
-		limited:    m.name == "k8sratelimit",
+		limited:    st.seats != nil,
 		stats:      st,
 		serverSeen: len(srv.Requests()),
 		throttled:  srv.Rejected(),
@@ -185,6 +192,8 @@ type snapshot struct {
 	// nextSlot is the next instant the budget lets a waiting call go, or
 	// zero when none is known.
 	nextSlot time.Time
+	// seatLimit is the concurrency limit, as learned so far (0: none).
+	seatLimit int
 }
 
 // snapshotOf reads st at now, for a run that started at start, with
@@ -196,6 +205,7 @@ func snapshotOf(st *stats, start, now time.Time, throttled int64) snapshot {
 		s.idle = now.Sub(time.Unix(0, last))
 	}
 	s.nextSlot, _ = st.nextSlot(now)
+	s.seatLimit = st.seatStatus().Limit
 	return s
 }
 
@@ -215,6 +225,9 @@ func (p *progress) update(now time.Time, elapsed time.Duration, s snapshot) {
 	const width = 20
 	filled := min(int(float64(width)*elapsed.Seconds()/p.total.Seconds()), width)
 	status := fmt.Sprintf("calls %6d  429s %5d  in progress %3d", s.calls, s.throttled, s.inProgress)
+	if s.seatLimit > 0 {
+		status += fmt.Sprintf("  concurrency limit %3d", s.seatLimit)
+	}
 	// Nothing ended for half an interval, and something waits for a slot.
 	waiting := s.idle >= p.interval()/2 && s.nextSlot.After(now)
 	if waiting {

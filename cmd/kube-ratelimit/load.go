@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	rlerrors "github.com/k8sratelimit/k8sratelimit/errors"
+	"github.com/k8sratelimit/k8sratelimit"
 	"github.com/k8sratelimit/k8sratelimit/internal/apisim"
 	"github.com/k8sratelimit/k8sratelimit/limiter"
 	"github.com/k8sratelimit/k8sratelimit/store"
@@ -53,6 +54,27 @@ type stats struct {
 	mu    sync.Mutex
 	waits []time.Duration // of deferred requests
 	slots []time.Time     // instants waiting calls or workers wait for
+
+	seats func() limiter.SeatStatus // the budget's seats; nil without k8sratelimit
+}
+
+// watchSeats makes st read the seats of the budget of rc's API server.
+func (s *stats) watchSeats(l *k8sratelimit.Limiter, rc *rest.Config) {
+	s.seats = func() limiter.SeatStatus {
+		b, err := l.Budget("", rc)
+		if err != nil || b == nil {
+			return limiter.SeatStatus{}
+		}
+		return b.Seats()
+	}
+}
+
+// seatStatus returns the budget's seats, the zero SeatStatus when none.
+func (s *stats) seatStatus() limiter.SeatStatus {
+	if s.seats == nil {
+		return limiter.SeatStatus{}
+	}
+	return s.seats()
 }
 
 // finished returns the number of calls that have ended, one way or

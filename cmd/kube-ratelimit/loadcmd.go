@@ -102,6 +102,7 @@ func loadCmd(args, environ []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kube-ratelimit load: %v\n", err)
 		return 1
 	}
+	st.watchSeats(l, rc)
 
 	fmt.Fprintf(stdout, "Load: %d workers, each with its own clientset, listing namespaces and reading /version of %s for %v.\n",
 		o.workers, rc.Host, o.duration)

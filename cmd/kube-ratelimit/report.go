@@ -48,6 +48,12 @@ func writeReport(w io.Writer, results []demoResult, limit int, timespan time.Dur
 	row("wait p99", limitedOnly(func(r demoResult) string { _, b, _ := r.stats.waitQuantiles(); return ms(b) }))
 	row("wait max", limitedOnly(func(r demoResult) string { _, _, c := r.stats.waitQuantiles(); return ms(c) }))
 	row("429s received", func(r demoResult) string { return strconv.Itoa(r.throttled) })
+	row("concurrency limit at the end", limitedOnly(func(r demoResult) string {
+		if n := r.stats.seatStatus().Limit; n > 0 {
+			return strconv.Itoa(n)
+		}
+		return "off"
+	}))
 	row("rejected by max wait", limitedOnly(func(r demoResult) string { return itoa(r.stats.rejected.Load()) }))
 	row("cut off by the end of the run", func(r demoResult) string { return itoa(r.stats.cutOff.Load()) })
 	row("failed otherwise", func(r demoResult) string { return itoa(r.stats.failed.Load()) })
