@@ -122,6 +122,7 @@ func (l *Limiter) Budget(key, cluster string) *Budget {
 	}
 	if sh, ok := l.store.(store.SeatSharer); ok && b.seats != nil {
 		sh.OnCut(key, func(cut store.SeatCut) { b.seats.adopt(cut, l.clock.Now()) })
+		sh.ReportSeats(key, func() (int, int) { st := b.seats.status(); return st.Limit, st.InUse })
 	}
 	return b
 }

@@ -218,10 +218,13 @@ type redisBudget struct {
 	key  string
 	keys []string
 
-	procs    atomic.Int64 // processes last seen sharing it
-	rank     atomic.Int64 // this process's place among them, by name
-	lastUsed atomic.Int64 // localµs of the last Reserve
-	lastHere atomic.Int64 // localµs this process last refreshed its presence
+	procs atomic.Int64 // processes last seen sharing it
+	rank  atomic.Int64 // this process's place among them, by name
+
+	report   atomic.Pointer[func() (limit, inUse int)] // seats report, see ReportSeats
+	reported atomic.Pointer[string]                    // the report last written
+	lastUsed atomic.Int64                              // localµs of the last Reserve
+	lastHere atomic.Int64                              // localµs this process last refreshed its presence
 
 	mu          sync.Mutex
 	policy      Policy

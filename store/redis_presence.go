@@ -48,6 +48,8 @@ func (s *Redis) refreshPresence() {
 		if !s.down.Load() {
 			if err := s.upkeepAll(); err != nil {
 				s.trip(err)
+			} else if err := s.reportSeats(); err != nil {
+				s.trip(err)
 			}
 		}
 	}

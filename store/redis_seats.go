@@ -80,3 +80,44 @@ func (s *Redis) parseCut(msg string) (SeatCut, bool) {
 	}
 	return SeatCut{Limit: limit, Ceiling: ceiling, ProbeAfter: time.Duration(ms) * time.Millisecond}, true
 }
+
+// ReportSeats implements SeatSharer: every presence interval, when it has
+// changed, this process's report goes into the budget's state as field
+// s:<process>, which the upkeep of a process that finds it gone deletes.
+func (s *Redis) ReportSeats(key string, report func() (limit, inUse int)) {
+	s.budget(key).report.Store(&report)
+}
+
+// reportSeats writes the seats reports that changed since they were last
+// written, in one pipeline.
+func (s *Redis) reportSeats() error {
+	ctx, cancel := context.WithTimeout(s.background(), s.opts.Timeout)
+	defer cancel()
+	pipe := s.client.Pipeline()
+	var written []func()
+	s.budgets.Range(func(_, v any) bool {
+		b := v.(*redisBudget)
+		r := b.report.Load()
+		if r == nil {
+			return true
+		}
+		limit, inUse := (*r)()
+		msg := fmt.Sprintf("%d %d", limit, inUse)
+		if last := b.reported.Load(); last != nil && *last == msg {
+			return true
+		}
+		pipe.HSet(ctx, b.keys[2], "s:"+s.proc, msg)
+		written = append(written, func() { b.reported.Store(&msg) })
+		return true
+	})
+	if len(written) == 0 {
+		return nil
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return err
+	}
+	for _, w := range written {
+		w()
+	}
+	return nil
+}

@@ -25,6 +25,12 @@ type BudgetStatus struct {
 	Processes int
 	// Cooldown is the cooldown left.
 	Cooldown time.Duration
+	// SeatLimit is the budget's concurrency limit, for all its processes
+	// together, as they last reported it (every presence interval); 0 when
+	// none reports one.
+	SeatLimit int
+	// SeatsInUse is the seats the processes held when they last reported.
+	SeatsInUse int
 }
 
 // Budgets returns the state of every budget in Redis, sorted by key. With
@@ -71,7 +77,7 @@ func (s *Redis) statusOn(ctx context.Context, c redis.Scripter, keys []string) (
 		return BudgetStatus{}, err
 	}
 	a, ok := v.([]any)
-	if !ok || len(a) != 7 {
+	if !ok || len(a) != 9 {
 		return BudgetStatus{}, fmt.Errorf("store: unexpected status reply %v", v)
 	}
 	n := func(i int) int64 { x, _ := a[i].(int64); return x }
@@ -84,5 +90,8 @@ func (s *Redis) statusOn(ctx context.Context, c redis.Scripter, keys []string) (
 		Waiting:   int(n(2)),
 		Processes: int(n(1)),
 		Cooldown:  time.Duration(n(0)) * time.Microsecond,
+
+		SeatLimit:  int(n(7)),
+		SeatsInUse: int(n(8)),
 	}, nil
 }

@@ -143,4 +143,9 @@ type SeatSharer interface {
 	// OnCut arranges for cut to be called with every cut another process
 	// shares on the budget key. cut must return quickly.
 	OnCut(key string, cut func(SeatCut))
+	// ReportSeats arranges for report to be called from time to time, for
+	// the store to record the budget's concurrency limit and the seats this
+	// process holds where status readers see them. report must return
+	// quickly.
+	ReportSeats(key string, report func() (limit, inUse int))
 }

@@ -77,7 +77,7 @@ func printStatus(ctx context.Context, s *store.Redis, owner string, w io.Writer)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "%s\n", time.Now().Format(time.TimeOnly))
-	fmt.Fprintln(tw, "BUDGET\tSTRATEGY\tUSED/LIMIT\tPER\tWAITING\tPROCESSES\tCOOLDOWN")
+	fmt.Fprintln(tw, "BUDGET\tSTRATEGY\tUSED/LIMIT\tPER\tWAITING\tPROCESSES\tCOOLDOWN\tSEATS")
 	shown := 0
 	for _, b := range budgets {
 		if owner != "" && !strings.HasPrefix(b.Key, "k8s:"+owner+":") {
@@ -93,7 +93,11 @@ func printStatus(ctx context.Context, s *store.Redis, owner string, w io.Writer)
 		if b.Cooldown > 0 {
 			cooldown = b.Cooldown.Round(100 * time.Millisecond).String()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%d\t%d\t%s\n", b.Key, b.Strategy, used, b.Timespan, b.Waiting, b.Processes, cooldown)
+		seats := "-"
+		if b.SeatLimit > 0 {
+			seats = fmt.Sprintf("%d/%d", b.SeatsInUse, b.SeatLimit)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%d\t%d\t%s\t%s\n", b.Key, b.Strategy, used, b.Timespan, b.Waiting, b.Processes, cooldown, seats)
 		shown++
 	}
 	if shown == 0 {

@@ -46,7 +46,10 @@ local function presence()
   if #dead > 0 then
     redis.call('ZREMRANGEBYSCORE', P, '-inf', num(now))
     local gone = {}
-    for _, d in ipairs(dead) do gone[d] = true end
+    for _, d in ipairs(dead) do
+      gone[d] = true
+      redis.call('HDEL', M, 's:' .. d) -- its seats report
+    end
     local ahead = redis.call('ZRANGEBYSCORE', W, '(' .. num(now), '+inf', 'WITHSCORES')
     local freed = false
     for i = 1, #ahead, 2 do

@@ -1,6 +1,7 @@
 -- Read the budget without changing it: returns {cooldown left µs,
 -- processes sharing it, waiting reservations, sends in the last span,
--- limit, span µs, strategy}.
+-- limit, span µs, strategy, concurrency limit, seats in use}; the last two
+-- from the live processes' seats reports (0 when none reports).
 local cd = hnum('cd')
 local live = redis.call('ZCOUNT', P, '(' .. num(now), '+inf')
 local length = hnum('span')
@@ -11,4 +12,15 @@ if strategy == 'window' then
   waiting = waiting - redis.call('ZCOUNT', F, '(' .. num(now), '+inf')
   used = redis.call('ZCOUNT', W, '(' .. num(now - length), num(now))
 end
-return {math.max(cd - now, 0), live, waiting, used, hnum('limit'), length, strategy}
+local seatLimit, inUse = 0, 0
+for _, p in ipairs(redis.call('ZRANGEBYSCORE', P, '(' .. num(now), '+inf')) do
+  local r = redis.call('HGET', M, 's:' .. p)
+  if r then
+    local l, u = string.match(r, '^(%d+) (%d+)$')
+    if l then
+      seatLimit = math.max(seatLimit, tonumber(l))
+      inUse = inUse + tonumber(u)
+    end
+  end
+end
+return {math.max(cd - now, 0), live, waiting, used, hnum('limit'), length, strategy, seatLimit, inUse}
