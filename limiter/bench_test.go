@@ -54,6 +54,14 @@ func benchBudget(obs limiter.Observer) *limiter.Budget {
 	return l.Budget(benchKey, benchCluster)
 }
 
+// benchSeatedBudget is benchBudget with the adaptive concurrency limit
+// that the root package configures by default: the transport benchmarks
+// measure what users get.
+func benchSeatedBudget() *limiter.Budget {
+	l := limiter.New(store.NewMemory(nil), limiter.Options{Policy: benchPolicy, Concurrency: limiter.Concurrency{Adaptive: true}})
+	return l.Budget(benchKey, benchCluster)
+}
+
 // BenchmarkBudgetWait is Budget.Wait admitting at once, with the default
 // options (no maximum wait, no jitter). The serial variant fails on any
 // request that is not admitted at once; the parallel one counts them
@@ -177,7 +185,8 @@ func BenchmarkTransportOverhead(b *testing.B) {
 		rt   func() http.RoundTripper
 	}{
 		{"stub", func() http.RoundTripper { return benchStubTransport{} }},
-		{"wrapped", func() http.RoundTripper { return benchBudget(nil).Wrap(benchStubTransport{}) }},
+		{"wrapped-rate-only", func() http.RoundTripper { return benchBudget(nil).Wrap(benchStubTransport{}) }},
+		{"wrapped", func() http.RoundTripper { return benchSeatedBudget().Wrap(benchStubTransport{}) }},
 	}
 	for _, tr := range transports {
 		b.Run(tr.name+"/serial", func(b *testing.B) {
@@ -250,7 +259,7 @@ func BenchmarkTransportGET(b *testing.B) {
 		rt   func(*http.Transport) http.RoundTripper
 	}{
 		{"bare", func(t *http.Transport) http.RoundTripper { return t }},
-		{"wrapped", func(t *http.Transport) http.RoundTripper { return benchBudget(nil).Wrap(t) }},
+		{"wrapped", func(t *http.Transport) http.RoundTripper { return benchSeatedBudget().Wrap(t) }},
 	}
 	for _, cl := range clients {
 		b.Run(cl.name+"/serial", func(b *testing.B) {
@@ -307,7 +316,7 @@ func BenchmarkTransportGETPaired(b *testing.B) {
 			defer t.CloseIdleConnections()
 			var rt http.RoundTripper = t
 			if i == 2 {
-				rt = benchBudget(nil).Wrap(t)
+				rt = benchSeatedBudget().Wrap(t)
 			}
 			clients[i] = &http.Client{Transport: rt}
 		}

@@ -102,11 +102,19 @@ func newSeats(c Concurrency, key string, st store.Store, now time.Time) *seats {
 // capLocked returns the seats this process may hold: the limit, or its
 // share of it. s.mu must be held.
 func (s *seats) capLocked() int {
+	share, _ := s.shareLocked()
+	return share
+}
+
+// shareLocked returns the seats this process may hold, and the number of
+// processes that share the limit (1 when it is this process's alone).
+// s.mu must be held.
+func (s *seats) shareLocked() (share, processes int) {
 	n := s.ctl.seats()
 	if s.shared != nil {
 		return s.shared.SeatShare(s.key, n)
 	}
-	return n
+	return n, 1
 }
 
 // adopt applies another process's cut of the shared limit.
@@ -133,9 +141,12 @@ func (s *seats) takeLocked(now time.Time) seat {
 }
 
 // send marks the seat's request as sent: its slot has come. Its peers are
-// the requests in flight, counting the other processes' shares as in
-// flight; requests that hold a seat while they wait for their slot are not
-// seen by the server, and do not count.
+// the requests in flight; requests that hold a seat while they wait for
+// their slot are not seen by the server, and do not count. With other
+// processes sharing the limit, their requests in flight are estimated as
+// the larger of their shares and as many as this process has in flight
+// each: before the processes share one limit, each may hold as many as
+// it believes the limit to be.
 func (st *seat) send() {
 	s := st.s
 	if s == nil {
@@ -144,7 +155,8 @@ func (st *seat) send() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.inFlight++
-	others := max(s.ctl.seats()-s.capLocked(), 0)
+	share, n := s.shareLocked()
+	others := max(s.ctl.seats()-share, s.inFlight*(n-1), 0)
 	st.seq, st.peers = s.ctl.sent(), s.inFlight+others
 }
 

@@ -225,6 +225,7 @@ type redisBudget struct {
 	reported atomic.Pointer[string]                    // the report last written
 	lastUsed atomic.Int64                              // localµs of the last Reserve
 	lastHere atomic.Int64                              // localµs this process last refreshed its presence
+	born     int64                                     // localµs this process first used it
 
 	mu          sync.Mutex
 	policy      Policy
@@ -242,6 +243,7 @@ func (s *Redis) budget(key string) *redisBudget {
 	b := &redisBudget{key: key, keys: redisKeys(key), heldByID: map[uint64]*heldRequest{}, outstanding: map[uint64]struct{}{}, ready: map[uint64]struct{}{}}
 	b.procs.Store(1)
 	b.lastHere.Store(math.MinInt64 / 2)
+	b.born = s.localµs()
 	v, _ := s.budgets.LoadOrStore(key, b)
 	return v.(*redisBudget)
 }
@@ -266,8 +268,14 @@ func µs(d time.Duration) int64 {
 
 // args returns the script arguments every script starts with.
 // countEvery is how often a process's requests on a budget count the
-// processes sharing it (for FailLocal's share).
-const countEvery = 5 * time.Second
+// processes sharing it (for FailLocal's share and the seats' shares);
+// countEarly how often in the first countEvery of this process's use of
+// the budget, when processes starting together must see each other before
+// their first burst is over.
+const (
+	countEvery = 5 * time.Second
+	countEarly = 200 * time.Millisecond
+)
 
 // args returns the arguments every script starts with (see lua/hot.lua),
 // followed by room for n more. They ask to refresh this process's
@@ -280,8 +288,12 @@ func (s *Redis) args(b *redisBudget, p Policy, force bool, n int) []any {
 		windowed = "1"
 	}
 	now, last := s.localµs(), b.lastHere.Load()
+	every := µs(countEvery)
+	if now-b.born < every {
+		every = µs(countEarly)
+	}
 	switch {
-	case force || (now-last >= µs(countEvery) && b.lastHere.CompareAndSwap(last, now)):
+	case force || (now-last >= every && b.lastHere.CompareAndSwap(last, now)):
 		here = "1"
 	case now-last >= µs(s.opts.Presence/2):
 		here = "2"

@@ -13,17 +13,17 @@ var _ SeatSharer = (*Redis)(nil)
 // SeatShare implements SeatSharer from the processes last counted sharing
 // the budget (every few seconds of use, and at every upkeep) and this
 // process's rank among them by name.
-func (s *Redis) SeatShare(key string, limit int) int {
+func (s *Redis) SeatShare(key string, limit int) (share, processes int) {
 	b, ok := s.existing(key)
 	if !ok {
-		return max(limit, 1)
+		return max(limit, 1), 1
 	}
 	n := int(max(b.procs.Load(), 1))
-	share := limit / n
+	share = limit / n
 	if int(b.rank.Load()) < limit%n {
 		share++
 	}
-	return max(share, 1)
+	return max(share, 1), n
 }
 
 // cutPrefix starts the message of a cut on a budget's channel:

@@ -135,7 +135,8 @@ type SeatSharer interface {
 	// concurrency limit for all the processes sharing it: limit divided
 	// among the live processes last seen, the remainder going to the first
 	// of them by name, so that the shares add up to limit. At least 1.
-	SeatShare(key string, limit int) int
+	// It also returns the number of those processes.
+	SeatShare(key string, limit int) (share, processes int)
 	// ShareCut tells the other processes of a cut this one made. It
 	// returns at once; the message is sent in the background, at most
 	// once.
