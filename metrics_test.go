@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,6 +20,7 @@ import (
 	"github.com/k8sratelimit/k8sratelimit"
 	"github.com/k8sratelimit/k8sratelimit/internal/apisim"
 	"github.com/k8sratelimit/k8sratelimit/internal/redistest"
+	"github.com/k8sratelimit/k8sratelimit/limiter"
 )
 
 // The metrics count what real traffic did, labelled by cluster name.
@@ -84,18 +86,22 @@ k8sratelimit_server_throttles_total{cluster="prod",code="429"} 1
 	assert.Equal(t, 1, n, "one series: cluster prod")
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
+	byName := map[string]*dto.MetricFamily{}
 	for _, mf := range mfs {
-		switch mf.GetName() {
-		case "k8sratelimit_wait_seconds":
-			h := mf.GetMetric()[0].GetHistogram()
-			assert.Equal(t, uint64(3), h.GetSampleCount())
-			assert.Greater(t, h.GetSampleSum(), 0.1)
-		case "k8sratelimit_cooldown_seconds":
-			m := mf.GetMetric()[0]
-			assert.Equal(t, "prod", m.GetLabel()[0].GetValue())
-			assert.InDelta(t, 30, m.GetGauge().GetValue(), 2, "the cooldown left, read at scrape time")
-		}
+		byName[mf.GetName()] = mf
 	}
+	for _, name := range []string{"k8sratelimit_wait_seconds", "k8sratelimit_cooldown_seconds", "k8sratelimit_concurrency_limit", "k8sratelimit_seats_in_use", "k8sratelimit_seats_waiting"} {
+		require.Contains(t, byName, name)
+		require.Len(t, byName[name].GetMetric(), 1, name)
+		assert.Equal(t, "prod", byName[name].GetMetric()[0].GetLabel()[0].GetValue(), name)
+	}
+	h := byName["k8sratelimit_wait_seconds"].GetMetric()[0].GetHistogram()
+	assert.Equal(t, uint64(3), h.GetSampleCount())
+	assert.Greater(t, h.GetSampleSum(), 0.1)
+	assert.InDelta(t, 30, byName["k8sratelimit_cooldown_seconds"].GetMetric()[0].GetGauge().GetValue(), 2, "the cooldown left, read at scrape time")
+	assert.Equal(t, float64(limiter.InitialConcurrency), byName["k8sratelimit_concurrency_limit"].GetMetric()[0].GetGauge().GetValue(),
+		"one request at a time does not grow the limit, and the 429 answered an exempt lease, which holds no seat")
+	assert.Zero(t, byName["k8sratelimit_seats_in_use"].GetMetric()[0].GetGauge().GetValue(), "every response has been read")
 }
 
 func TestMetricsRegisterOnlyOnTheGivenRegistry(t *testing.T) {

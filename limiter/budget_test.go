@@ -3,6 +3,7 @@ package limiter_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -299,4 +300,80 @@ func TestCooldownWaitIsLoggedWithItsReason(t *testing.T) {
 	require.NoError(t, finished(t, done))
 	require.Len(t, lines, 1)
 	assert.Contains(t, lines[0], `"reason"="server cooldown"`)
+}
+
+// jitterStore records the jitter each Reserve is given.
+type jitterStore struct {
+	store.Store
+	mu      sync.Mutex
+	jitters []time.Duration
+}
+
+func (s *jitterStore) Reserve(ctx context.Context, key string, p store.Policy, r store.Request) (store.Reservation, error) {
+	s.mu.Lock()
+	s.jitters = append(s.jitters, r.Jitter)
+	s.mu.Unlock()
+	return s.Store.Reserve(ctx, key, p, r)
+}
+
+func TestConfiguredJitterReachesTheStore(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	js := &jitterStore{Store: store.NewMemory(clk)}
+	l := limiter.New(js, limiter.Options{Policy: window(1, time.Hour), Clock: clk, Jitter: 5 * time.Second, MaxWait: dur(0)})
+	t.Cleanup(func() { l.Close() })
+	b := l.Budget(key, "test")
+	for range 20 {
+		_ = b.Wait(context.Background())
+	}
+	js.mu.Lock()
+	defer js.mu.Unlock()
+	require.Len(t, js.jitters, 20)
+	positive := 0
+	for _, j := range js.jitters {
+		assert.GreaterOrEqual(t, j, time.Duration(0))
+		assert.LessOrEqual(t, j, 5*time.Second)
+		if j > 0 {
+			positive++
+		}
+	}
+	assert.Positive(t, positive, "a jitter of up to 5s is drawn for every request (0 every time is a broken draw)")
+}
+
+// reasonObserver records the reason of each admission.
+type reasonObserver struct {
+	limiter.NopObserver
+	mu      sync.Mutex
+	reasons []limiter.WaitReason
+}
+
+func (o *reasonObserver) Admitted(_, _ string, _ time.Duration, r limiter.WaitReason) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.reasons = append(o.reasons, r)
+}
+
+func TestSlotMovedByALateSendIsNotACooldown(t *testing.T) {
+	obs := &reasonObserver{}
+	b, clk := setup(t, window(1, time.Second), limiter.Options{Observer: obs})
+	ctx := context.Background()
+	require.NoError(t, b.Wait(ctx)) // at 0
+	second := waitAsync(ctx, b)     // slot at 1s
+	untilWaiting(t, clk, 1)
+	third := waitAsync(ctx, b) // slot at 2s
+	untilWaiting(t, clk, 2)
+
+	// The second's timer fires late, at 1.5s: it sends then, and the
+	// third's slot moves to 2.5s to keep the window.
+	clk.Step(1500 * time.Millisecond)
+	require.NoError(t, finished(t, second))
+	clk.Step(500 * time.Millisecond)
+	untilWaiting(t, clk, 1)
+	notDone(t, third)
+	clk.Step(500 * time.Millisecond)
+	require.NoError(t, finished(t, third))
+
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	assert.Equal(t, []limiter.WaitReason{limiter.WaitNone, limiter.WaitBudget, limiter.WaitBudget}, obs.reasons,
+		"no server ever answered 429: no wait is a cooldown")
 }
