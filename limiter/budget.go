@@ -32,7 +32,7 @@ type Budget struct {
 }
 
 func newBudget(l *Limiter, key, cluster string) *Budget {
-	b := &Budget{l: l, key: key, moved: make(chan struct{}), seats: newSeats(l.concurrency, key, l.store, l.clock.Now())}
+	b := &Budget{l: l, key: key, moved: make(chan struct{}), seats: newSeats(l.concurrency, key, l.store, l.clock)}
 	b.cluster.Store(&cluster)
 	return b
 }

@@ -21,7 +21,7 @@ func (st seat) holdUntilDone(resp *http.Response, watch bool, o outcome, c clock
 		st.free(o, c.Now())
 		return resp
 	}
-	resp.Body = &seatBody{rc: resp.Body, seat: st, outcome: o, clock: c}
+	resp.Body = &seatBody{rc: resp.Body, seat: st, outcome: o}
 	return resp
 }
 
@@ -31,7 +31,6 @@ type seatBody struct {
 	rc      io.ReadCloser
 	seat    seat
 	outcome outcome
-	clock   clock.PassiveClock
 	done    atomic.Bool
 }
 
@@ -51,7 +50,7 @@ func (sb *seatBody) Close() error {
 
 func (sb *seatBody) finish() {
 	if sb.done.CompareAndSwap(false, true) {
-		sb.seat.free(sb.outcome, sb.clock.Now())
+		sb.seat.free(sb.outcome, sb.seat.s.clock.Now())
 	}
 }
 

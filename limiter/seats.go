@@ -5,6 +5,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/k8sratelimit/k8sratelimit/store"
 )
 
@@ -72,6 +74,8 @@ type seats struct {
 	// theirs together and this process holds its share of it.
 	key    string
 	shared store.SeatSharer // nil: the limit is this process's alone
+
+	clock clock.PassiveClock // the limiter's
 }
 
 // seatWaiter is a request waiting for a seat. ready is closed when the
@@ -90,11 +94,11 @@ type seat struct {
 	since time.Time // when it was taken
 }
 
-func newSeats(c Concurrency, key string, st store.Store, now time.Time) *seats {
+func newSeats(c Concurrency, key string, st store.Store, clk clock.PassiveClock) *seats {
 	if !c.enabled() {
 		return nil
 	}
-	s := &seats{ctl: newControl(c, now), key: key}
+	s := &seats{ctl: newControl(c, clk.Now()), key: key, clock: clk}
 	s.shared, _ = st.(store.SeatSharer)
 	return s
 }

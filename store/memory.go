@@ -292,3 +292,27 @@ func (b *budget) idleLocked(now int64) bool {
 	}
 	return b.window.idleAt(b.span) <= now
 }
+
+// seedSends records sends made at the instants sends, µs of another clock
+// on which it is now µs now, as if this store had admitted them: the
+// local budget that takes over in an outage starts from what the process
+// sent just before.
+func (m *Memory) seedSends(key string, p Policy, now int64, sends []int64) {
+	if len(sends) == 0 {
+		return
+	}
+	b := m.lockedBudget(key)
+	defer b.mu.Unlock()
+	here := m.now()
+	b.setPolicyLocked(p)
+	for _, at := range sends {
+		t := here - (now-at)*int64(time.Microsecond)
+		if b.strategy == Linear {
+			b.linear.tat = max(b.linear.tat, t) + b.interval
+			continue
+		}
+		if t > here-b.span {
+			b.window.insert(windowEntry{at: t})
+		}
+	}
+}

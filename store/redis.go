@@ -107,6 +107,8 @@ type Redis struct {
 	budgets sync.Map     // string -> *redisBudget
 
 	down      atomic.Bool
+	outages   atomic.Int64 // outages so far
+	downSince atomic.Int64 // localµs the current outage started
 	lastErr   atomic.Pointer[error]
 	fallback  *Memory
 	ownClient bool // made by the store, closed by Close
@@ -220,6 +222,9 @@ type redisBudget struct {
 
 	procs atomic.Int64 // processes last seen sharing it
 	rank  atomic.Int64 // this process's place among them, by name
+
+	sends  sendLog      // this process's sends in the last timespan
+	seeded atomic.Int64 // the outage whose local budget was seeded with them
 
 	report   atomic.Pointer[func() (limit, inUse int)] // seats report, see ReportSeats
 	reported atomic.Pointer[string]                    // the report last written
@@ -432,7 +437,9 @@ func (s *Redis) Reserve(ctx context.Context, key string, p Policy, r Request) (R
 func (s *Redis) answerLocked(b *redisBudget, id uint64, r Request, rep reply) Reservation {
 	res := Reservation{OK: rep.status != refused, Wait: rep.wait, Cooldown: rep.cooling}
 	switch {
-	case rep.status == refused || rep.wait == 0:
+	case rep.status == refused:
+	case rep.wait == 0:
+		s.sent(b, b.policy)
 	case rep.status == toHold:
 		res.ID = id
 		s.holdLocked(b, id, r, rep)
@@ -445,13 +452,33 @@ func (s *Redis) answerLocked(b *redisBudget, id uint64, r Request, rep reply) Re
 
 // Confirm implements Store.
 func (s *Redis) Confirm(ctx context.Context, key string, id uint64) (time.Duration, error) {
-	if id&fallbackID != 0 {
-		return s.fallback.Confirm(ctx, key, id&^fallbackID)
-	}
 	b, ok := s.existing(key)
+	if id&fallbackID != 0 {
+		left, err := s.fallback.Confirm(ctx, key, id&^fallbackID)
+		if err == nil && left == 0 && ok {
+			s.sent(b, b.currentPolicy())
+		}
+		return left, err
+	}
 	if !ok {
 		return 0, ErrUnknownReservation
 	}
+	left, err := s.confirm(ctx, b, id)
+	if err == nil && left == 0 {
+		s.sent(b, b.currentPolicy())
+	}
+	return left, err
+}
+
+// currentPolicy returns the policy the budget was last used with.
+func (b *redisBudget) currentPolicy() Policy {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.policy
+}
+
+// confirm is Confirm of a reservation recorded in Redis or held here.
+func (s *Redis) confirm(ctx context.Context, b *redisBudget, id uint64) (time.Duration, error) {
 	if s.down.Load() {
 		return s.confirmDuringOutage(b, id)
 	}

@@ -18,6 +18,8 @@ func (s *Redis) trip(err error) {
 	if !s.down.CompareAndSwap(false, true) {
 		return
 	}
+	s.outages.Add(1)
+	s.downSince.Store(s.localµs())
 	s.log.Error(err, "Redis store unavailable; deciding by the failure policy until it answers", "policy", s.opts.Failure)
 	s.event(Event{Type: EventDown, Policy: s.opts.Failure, Err: err})
 	select {
@@ -44,6 +46,11 @@ func (s *Redis) probe() {
 		ctx, cancel := context.WithTimeout(s.background(), s.opts.Timeout)
 		err := s.client.Ping(ctx).Err()
 		cancel()
+		if err == nil {
+			// Before the shared budgets decide again, they learn what
+			// this process sent meanwhile.
+			err = s.learnOutageSends(s.downSince.Load())
+		}
 		if err != nil {
 			s.lastErr.Store(&err)
 			continue
@@ -91,9 +98,16 @@ func (s *Redis) fallbackReserve(ctx context.Context, key string, p Policy, r Req
 	case FailClosed:
 		return Reservation{}, s.storeError()
 	}
-	res, err := s.fallback.Reserve(ctx, key, s.share(key, p), r)
-	if res.ID != 0 {
+	b := s.budget(key)
+	share := s.share(key, p)
+	s.seedFallback(key, b, share)
+	res, err := s.fallback.Reserve(ctx, key, share, r)
+	switch {
+	case err != nil || !res.OK:
+	case res.ID != 0:
 		res.ID |= fallbackID
+	default:
+		s.sent(b, p)
 	}
 	return res, err
 }
@@ -126,9 +140,16 @@ func (s *Redis) confirmDuringOutage(b *redisBudget, id uint64) (time.Duration, e
 		s.unholdLocked(b, id)
 	}
 	delete(b.outstanding, id)
+	p := b.policy
 	b.mu.Unlock()
 	if s.opts.Failure == FailClosed {
 		return 0, s.storeError()
+	}
+	if s.opts.Failure == FailLocal {
+		// Sent now: the local budget counts it.
+		share := s.share(b.key, p)
+		s.seedFallback(b.key, b, share)
+		s.fallback.seedSends(b.key, share, s.localµs(), []int64{s.localµs()})
 	}
 	return 0, nil
 }

@@ -86,25 +86,25 @@ func TestRedisOutageLocalSharesTheLimitThenRecovers(t *testing.T) {
 	require.NoError(t, store.UpkeepNow(a))
 
 	srv.Kill()
-	for i := range 5 {
+	for i := range 4 {
 		res, err := timedReserve(t, a, "k", outagePolicy, anyWait)
 		require.NoError(t, err)
-		assert.Zero(t, res.Wait, "request %d fits this process's share, 10 / 2 processes", i)
+		assert.Zero(t, res.Wait, "request %d fits this process's share, 10 / 2 processes, less the one it sent through Redis", i)
 	}
 	res, err := timedReserve(t, a, "k", outagePolicy, store.Request{MaxWait: 0})
 	require.NoError(t, err)
-	assert.False(t, res.OK, "the sixth request exceeds the share")
+	assert.False(t, res.OK, "the fifth request in the outage exceeds the share")
 	assert.True(t, a.Down())
 	assert.Equal(t, 1, ev.count(store.EventDown), "the outage starts once")
-	assert.Equal(t, 6, ev.count(store.EventFallback))
+	assert.Equal(t, 5, ev.count(store.EventFallback))
 
 	srv.Restart()
 	require.Eventually(t, func() bool { return !a.Down() }, 5*time.Second, 10*time.Millisecond, "the store is probed about once a second")
 	assert.Equal(t, 1, ev.count(store.EventUp))
 	res, err = a.Reserve(context.Background(), "k", outagePolicy, anyWait)
 	require.NoError(t, err)
-	assert.Zero(t, res.Wait, "the shared budget is used again (the restarted Redis lost it)")
-	assert.Equal(t, 6, ev.count(store.EventFallback), "no request falls back once Redis answers")
+	assert.Zero(t, res.Wait, "the shared budget is used again (the restarted Redis lost it, and learned the 5 this process sent)")
+	assert.Equal(t, 5, ev.count(store.EventFallback), "no request falls back once Redis answers")
 }
 
 func TestRedisOutageOpenAdmits(t *testing.T) {
@@ -302,4 +302,46 @@ func TestRedisForgetsBudgetsNoLongerUsed(t *testing.T) {
 	s.Advance(2 * time.Minute)
 	store.ForgetIdle(s)
 	assert.Equal(t, 1, store.BudgetsKept(s), "the budget with nothing outstanding is forgotten; the one with a waiter is kept")
+}
+
+// TestRedisOutageKeepsOneProcessExact: a process's own sends carry over
+// into the local budget that takes over in an outage, and back into the
+// shared budget when Redis answers again, so that no window of one
+// timespan sees more than the limit leave, across both changeovers.
+func TestRedisOutageKeepsOneProcessExact(t *testing.T) {
+	srv := redistest.Start(t)
+	var ev events
+	s := newURLStore(t, srv, store.FailLocal, &ev)
+	const key = "k8s:exact:api.example.com"
+	p := store.Policy{Strategy: store.Window, Limit: 50, Timespan: time.Second}
+	now := store.Request{MaxWait: 0}
+
+	sendAll := func(what string) {
+		t.Helper()
+		for i := range p.Limit {
+			res, err := timedReserve(t, s, key, p, now)
+			require.NoError(t, err)
+			require.True(t, res.OK, "%s: request %d of %d admitted at once", what, i+1, p.Limit)
+		}
+		res, err := timedReserve(t, s, key, p, now)
+		require.NoError(t, err)
+		require.False(t, res.OK, "%s: the %d-th within the timespan is refused", what, p.Limit+1)
+	}
+
+	sendAll("through Redis")
+	srv.Kill()
+	res, err := timedReserve(t, s, key, p, now)
+	require.NoError(t, err)
+	assert.False(t, res.OK, "in the outage, the local budget counts the 50 sent through Redis just before")
+	require.Equal(t, 1, ev.count(store.EventDown))
+
+	time.Sleep(p.Timespan) // the 50 leave the window (an integration test on a real clock)
+	sendAll("in the outage")
+
+	srv.Restart()
+	require.Eventually(t, func() bool { return ev.count(store.EventUp) == 1 }, 10*time.Second, 10*time.Millisecond)
+	res, err = timedReserve(t, s, key, p, now)
+	require.NoError(t, err)
+	assert.False(t, res.OK, "back on Redis, the shared budget counts the 50 sent in the outage")
+	assert.Positive(t, res.Wait)
 }

@@ -31,6 +31,8 @@ var (
 	luaLeave string
 	//go:embed lua/upkeep.lua
 	luaUpkeep string
+	//go:embed lua/learn.lua
+	luaLearn string
 )
 
 // The scripts a request runs, kept to a few commands each.
@@ -47,6 +49,7 @@ var (
 	scriptCooldown = upkeepScript(luaCooldown)
 	scriptStatus   = upkeepScript(luaStatus)
 	scriptLeave    = upkeepScript(luaLeave)
+	scriptLearn    = upkeepScript(luaLearn)
 )
 
 func upkeepScript(body string) *redis.Script {
