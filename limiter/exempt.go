@@ -72,8 +72,8 @@ func isLease(req *http.Request) bool {
 // service or node, whose responses carry a backend's status rather than the
 // API server's.
 func isProxy(req *http.Request) bool {
-	if req.URL == nil {
-		return false
+	if req.URL == nil || !strings.Contains(req.URL.Path, "/proxy") {
+		return false // the common case, decided without allocating
 	}
 	segs := pathSegments(req.URL.Path)
 	for i := 2; i < len(segs); i++ {
