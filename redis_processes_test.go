@@ -3,7 +3,11 @@ package k8sratelimit_test
 // These tests run several OS processes - this test binary, re-executed in
 // child mode - that share one budget through a real redis-server, each
 // sending requests with its own client-go clientset to one simulated API
-// server, which records when every request arrives.
+// server, which records when every request arrives. Each child also times
+// the store calls in which its requests were let go, on the wall clock the
+// processes share, so that the window is checked on the decisions
+// themselves (package decided), not on sends that come a scheduling delay
+// after them.
 
 import (
 	"bufio"
@@ -30,7 +34,9 @@ import (
 
 	"github.com/k8sratelimit/k8sratelimit"
 	"github.com/k8sratelimit/k8sratelimit/internal/apisim"
+	"github.com/k8sratelimit/k8sratelimit/internal/decided"
 	"github.com/k8sratelimit/k8sratelimit/internal/redistest"
+	"github.com/k8sratelimit/k8sratelimit/store"
 )
 
 // The child's settings, besides the KUBERNETES_RATELIMIT_* configuration.
@@ -70,7 +76,15 @@ func runChild() int {
 	}
 	skew, _ := time.ParseDuration(os.Getenv(childSkew))
 	logger := funcr.New(func(prefix, args string) { fmt.Fprintln(os.Stderr, prefix, args) }, funcr.Options{})
-	lim, err := k8sratelimit.New(cfg, k8sratelimit.WithClock(skewedClock{skew: skew}), k8sratelimit.WithLogger(logger))
+	// The store New would make from cfg, made here to time its decisions.
+	rs, err := store.NewRedisFromURL(cfg.RedisURL.Reveal(), store.RedisOptions{Failure: store.FailurePolicy(cfg.StoreFailure), Logger: logger})
+	if err != nil {
+		return fail(err)
+	}
+	defer rs.Close()
+	var decisions decided.Recorder
+	lim, err := k8sratelimit.New(cfg, k8sratelimit.WithClock(skewedClock{skew: skew}), k8sratelimit.WithLogger(logger),
+		k8sratelimit.WithStore(decidingStore{Redis: rs, decisions: &decisions}))
 	if err != nil {
 		return fail(err)
 	}
@@ -134,8 +148,38 @@ func runChild() int {
 	for _, at := range sends {
 		fmt.Printf("at %d\n", at)
 	}
+	for _, d := range decisions.Spans() {
+		fmt.Printf("decided %d %d\n", d.From.UnixNano(), d.To.UnixNano())
+	}
 	fmt.Printf("sent %d failed %d\n", nsent, nfailed)
 	return 0
+}
+
+// decidingStore is a child's Redis store, recording the span of every call
+// in which it let a request go: a Reserve with no wait, a Confirm with none
+// left. It embeds the store itself, so that the limiter still finds the
+// store's optional interfaces (store.Notifier, store.SeatSharer).
+type decidingStore struct {
+	*store.Redis
+	decisions *decided.Recorder
+}
+
+func (s decidingStore) Reserve(ctx context.Context, key string, p store.Policy, r store.Request) (store.Reservation, error) {
+	from := time.Now()
+	res, err := s.Redis.Reserve(ctx, key, p, r)
+	if err == nil && res.OK && res.Wait == 0 {
+		s.decisions.Add(from, time.Now())
+	}
+	return res, err
+}
+
+func (s decidingStore) Confirm(ctx context.Context, key string, id uint64) (time.Duration, error) {
+	from := time.Now()
+	left, err := s.Redis.Confirm(ctx, key, id)
+	if err == nil && left == 0 {
+		s.decisions.Add(from, time.Now())
+	}
+	return left, err
 }
 
 type roundTripper func(*http.Request) (*http.Response, error)
@@ -144,10 +188,11 @@ func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { retur
 
 // child is one child process.
 type child struct {
-	name  string
-	sends []time.Time // when its counted requests left it
-	cmd   *exec.Cmd
-	out   strings.Builder
+	name      string
+	sends     []time.Time    // when its counted requests left it
+	decisions []decided.Span // when the store let them go
+	cmd       *exec.Cmd
+	out       strings.Builder
 }
 
 // sharedEnv is the configuration every child shares.
@@ -191,6 +236,11 @@ func (c *child) wait(t *testing.T) int {
 			c.sends = append(c.sends, time.Unix(0, at))
 			continue
 		}
+		var from, to int64
+		if _, err := fmt.Sscanf(sc.Text(), "decided %d %d", &from, &to); err == nil {
+			c.decisions = append(c.decisions, decided.Span{From: time.Unix(0, from), To: time.Unix(0, to)})
+			continue
+		}
 		if _, err := fmt.Sscanf(sc.Text(), "sent %d failed %d", &sent, &failed); err == nil {
 			assert.Zero(t, failed, "child %s: %s", c.name, strings.Join(logs, "\n"))
 			if len(logs) > 0 {
@@ -225,10 +275,33 @@ func arrivals(api *apisim.Server) (all []time.Time, by map[string][]time.Time) {
 	return all, by
 }
 
-// windowTolerance is how much shorter than the timespan the rolling
-// window is taken: a request leaves a moment after the store's decision,
-// the moment it takes its goroutine to run.
-const windowTolerance = 100 * time.Millisecond
+// windowHolds checks that no limit+1 of the children's requests were let
+// go within less than timespan: no group of limit+1 of their decision
+// spans lies within less (package decided). Its only slack is the width of
+// those spans, a Redis round trip or so.
+func windowHolds(t *testing.T, children []*child, limit int, timespan time.Duration) {
+	t.Helper()
+	var all []decided.Span
+	for _, c := range children {
+		all = append(all, c.decisions...)
+	}
+	crowd, ok := decided.Tightest(all, limit+1)
+	if !assert.True(t, ok, "more than %d decisions", limit) {
+		return
+	}
+	assert.GreaterOrEqual(t, crowd.Within, timespan,
+		"the processes together let %d requests go within %v: %v", limit+1, timespan, crowd)
+	t.Logf("the closest %d decisions lie surely within %v, the widest of their spans %v", limit+1, crowd.Within, crowd.Widest())
+}
+
+// decisionCount returns how many requests the children's stores let go.
+func decisionCount(children ...*child) int {
+	n := 0
+	for _, c := range children {
+		n += len(c.decisions)
+	}
+	return n
+}
 
 func TestRedisProcessesShareOneExactBudget(t *testing.T) {
 	srv := redistest.Start(t)
@@ -258,8 +331,8 @@ func TestRedisProcessesShareOneExactBudget(t *testing.T) {
 	slices.SortFunc(all, func(a, b time.Time) int { return a.Compare(b) })
 	require.Len(t, all, total)
 	require.Len(t, arrivalsAt(api), total, "the server saw every request")
-	assert.LessOrEqual(t, apisim.MostInWindow(all, time.Second-windowTolerance), limit,
-		"no rolling second sees more than the limit leave, across all processes")
+	require.Equal(t, total, decisionCount(children...), "one decision a request")
+	windowHolds(t, children, limit, time.Second)
 
 	// All the demand waits from the start, so the budget is used to the
 	// full: exactly, the last request leaves (total/limit - 1) timespans
@@ -290,11 +363,16 @@ func spans(by map[string][]time.Time, t0 time.Time) string {
 	return strings.Join(parts, ", ")
 }
 
+// throttleLatency bounds the time from a 429 leaving the API server to the
+// cooldown it causes being set in Redis: the answer reaching the process
+// and the process's call to Redis, on a loaded machine.
+const throttleLatency = 100 * time.Millisecond
+
 func TestRedis429InOneProcessCoolsDownTheOthers(t *testing.T) {
 	srv := redistest.Start(t)
 	api := apisim.New()
 	t.Cleanup(api.Close)
-	const cooldown = 2 * time.Second
+	const limit, cooldown = 20, 2 * time.Second
 	var mu sync.Mutex
 	var throttledAt time.Time
 	seen := 0
@@ -308,7 +386,7 @@ func TestRedis429InOneProcessCoolsDownTheOthers(t *testing.T) {
 		}
 		return 0, nil
 	})
-	env := sharedEnv(srv.URL(), 20, "second")
+	env := sharedEnv(srv.URL(), limit, "second")
 	a := startChild(t, "a", api.URL, env, 40, 10, 0)
 	b := startChild(t, "b", api.URL, env, 40, 10, 0)
 	a.wait(t)
@@ -318,18 +396,30 @@ func TestRedis429InOneProcessCoolsDownTheOthers(t *testing.T) {
 	at := throttledAt
 	mu.Unlock()
 	require.False(t, at.IsZero(), "the server answered one request with 429")
-	// Requests sent before the cooldown was set may still be on their way
-	// for a moment; after that, nothing leaves until it ends.
-	quietFrom, quietTo := at.Add(windowTolerance), at.Add(cooldown-windowTolerance)
-	by := map[string][]time.Time{"a": a.sends, "b": b.sends}
-	for name, times := range by {
-		for _, x := range times {
-			assert.False(t, x.After(quietFrom) && x.Before(quietTo),
-				"process %s sent a request %v after the 429, during the cooldown", name, x.Sub(at).Round(time.Millisecond))
+	require.Equal(t, api.Count("/api/v1/namespaces"), decisionCount(a, b), "one decision a request sent, retries included")
+	// Nothing is let go from the moment the cooldown is set, a moment
+	// after the 429 (its answer reaching process a, a's call to Redis),
+	// until it ends, no sooner than cooldown after the 429.
+	for _, c := range []*child{a, b} {
+		for _, d := range c.decisions {
+			assert.False(t, d.From.After(at.Add(throttleLatency)) && d.To.Before(at.Add(cooldown)),
+				"process %s let a request go %v after the 429, during the cooldown", c.name, d.From.Sub(at).Round(time.Millisecond))
 		}
 	}
-	assert.True(t, slices.ContainsFunc(by["b"], func(x time.Time) bool { return x.After(at.Add(cooldown)) }),
+	assert.True(t, slices.ContainsFunc(b.sends, func(x time.Time) bool { return x.After(at.Add(cooldown)) }),
 		"the other process goes on after the cooldown")
+	// After the cooldown both processes wait on the budget again, and the
+	// window holds across them as before it.
+	after := 0
+	for _, c := range []*child{a, b} {
+		for _, d := range c.decisions {
+			if d.From.After(at.Add(cooldown)) {
+				after++
+			}
+		}
+	}
+	require.Greater(t, after, limit, "more than a window's worth is let go after the cooldown")
+	windowHolds(t, []*child{a, b}, limit, time.Second)
 }
 
 func TestRedisKilledProcessDoesNotStallTheOthers(t *testing.T) {

@@ -43,6 +43,7 @@ import (
 	"github.com/k8sratelimit/k8sratelimit"
 	rlerrors "github.com/k8sratelimit/k8sratelimit/errors"
 	"github.com/k8sratelimit/k8sratelimit/internal/apisim"
+	"github.com/k8sratelimit/k8sratelimit/internal/decided"
 	"github.com/k8sratelimit/k8sratelimit/limiter"
 	"github.com/k8sratelimit/k8sratelimit/store"
 )
@@ -167,10 +168,14 @@ func (h *cgHarness) storeCooldown(t *testing.T) time.Duration {
 	return d
 }
 
-// cgStore counts the calls the limiter makes to its store and records each
-// reservation with the request's tag (see cgTag).
+// cgStore counts the calls the limiter makes to its store, records each
+// reservation with the request's tag (see cgTag), and records the span of
+// every call in which the store said go (a Reserve with no wait, a Confirm
+// with none left), on the real clock.
 type cgStore struct {
 	store.Store
+
+	decisions decided.Recorder
 
 	reserves atomic.Int32 // every Reserve call
 	admitted atomic.Int32 // reservations with OK
@@ -192,6 +197,9 @@ type cgSlot struct {
 func (s *cgStore) Reserve(ctx context.Context, key string, p store.Policy, r store.Request) (store.Reservation, error) {
 	before := time.Now()
 	res, err := s.Store.Reserve(ctx, key, p, r)
+	if err == nil && res.OK && res.Wait == 0 {
+		s.decisions.Add(before, time.Now())
+	}
 	s.reserves.Add(1)
 	if err == nil && res.OK {
 		s.admitted.Add(1)
@@ -213,7 +221,12 @@ func (s *cgStore) Reserve(ctx context.Context, key string, p store.Policy, r sto
 
 func (s *cgStore) Confirm(ctx context.Context, key string, id uint64) (time.Duration, error) {
 	s.confirms.Add(1)
-	return s.Store.Confirm(ctx, key, id)
+	before := time.Now()
+	left, err := s.Store.Confirm(ctx, key, id)
+	if err == nil && left == 0 {
+		s.decisions.Add(before, time.Now())
+	}
+	return left, err
 }
 
 func (s *cgStore) reservedWaits() []time.Duration {
@@ -365,11 +378,11 @@ func cgSettle(t *testing.T, cond func() bool, msg string, args ...any) {
 }
 
 // cgWindowViolation describes the first rolling span that holds more than
-// limit of the sorted instants, allowing tol of latency after a slot, or
-// returns "".
-func cgWindowViolation(instants []time.Time, limit int, span, tol time.Duration) string {
+// limit of the sorted instants, or returns "". It is exact: for instants
+// on a fake clock.
+func cgWindowViolation(instants []time.Time, limit int, span time.Duration) string {
 	for i := 0; i+limit < len(instants); i++ {
-		if gap := instants[i+limit].Sub(instants[i]); gap < span-tol {
+		if gap := instants[i+limit].Sub(instants[i]); gap < span {
 			return fmt.Sprintf("sends %d and %d are %v apart: %d requests within %v", i, i+limit, gap, limit+1, span)
 		}
 	}
@@ -1006,7 +1019,7 @@ func TestClientGoCooldownMovesWaiters(t *testing.T) {
 	ms := func(d int) time.Time { return t0.Add(time.Duration(d) * time.Millisecond) }
 	assert.Equal(t, []time.Time{ms(0), ms(0), ms(700), ms(700), ms(1200), ms(1200)}, sends,
 		"moved by 200ms so the first comes at the cooldown's end, spacing kept")
-	assert.Empty(t, cgWindowViolation(sends, 2, 500*time.Millisecond, 0))
+	assert.Empty(t, cgWindowViolation(sends, 2, 500*time.Millisecond))
 	for _, at := range sends {
 		assert.False(t, at.After(t0) && at.Before(ms(700)), "sent during the cooldown at %v", at.Sub(t0))
 	}
@@ -1125,6 +1138,21 @@ func cgConcurrent(t *testing.T, h *cgHarness, n int) {
 	}
 }
 
+// cgWindowHolds checks on the store's decisions, timed on the real clock,
+// that no limit+1 requests were let go within less than span: no group of
+// limit+1 decision spans lies within less (package decided). The check's
+// only slack is the width of those spans; the latency between a decision
+// and its send does not enter it.
+func cgWindowHolds(t *testing.T, h *cgHarness, limit int, span time.Duration) {
+	t.Helper()
+	c, ok := decided.Tightest(h.store.decisions.Spans(), limit+1)
+	if !assert.True(t, ok, "more than %d decisions", limit) {
+		return
+	}
+	assert.GreaterOrEqual(t, c.Within, span, "the window let %d requests go within %v: %v", limit+1, span, c)
+	t.Logf("the closest %d decisions lie surely within %v, the widest of their spans %v", limit+1, c.Within, c.Widest())
+}
+
 // cgSentAfterSlot checks that no tagged request was sent before the slot
 // the store reserved for it.
 func cgSentAfterSlot(t *testing.T, h *cgHarness) {
@@ -1141,17 +1169,13 @@ func cgSentAfterSlot(t *testing.T, h *cgHarness) {
 }
 
 // Many concurrent callers are deferred, never sent before their slots, and
-// no rolling timespan holds more than the limit, with and without jitter.
-// Send instants are recorded inside the limiter; tol allows for the
-// scheduling latency between a slot and the send, when up to 20 requests
-// wake at the same instant (a request too many in a window shows as a gap
-// of a few milliseconds, not of span - tol).
+// no rolling timespan holds more than the limit, with and without jitter,
+// checked on the store's decisions (cgWindowHolds).
 func TestClientGoWindowExactUnderConcurrency(t *testing.T) {
 	const (
 		n     = 60
 		limit = 20
 		span  = 400 * time.Millisecond
-		tol   = 60 * time.Millisecond
 	)
 	for _, jitter := range []time.Duration{0, 10 * time.Millisecond} {
 		t.Run(fmt.Sprintf("jitter %v", jitter), func(t *testing.T) {
@@ -1162,7 +1186,8 @@ func TestClientGoWindowExactUnderConcurrency(t *testing.T) {
 			sends := h.sends.instants("/pods/c-")
 			require.Len(t, sends, n)
 			assert.Equal(t, int32(n-limit), h.store.deferred.Load(), "all but the first %d were deferred", limit)
-			assert.Empty(t, cgWindowViolation(sends, limit, span, tol))
+			require.Equal(t, n, h.store.decisions.Len(), "one decision a request")
+			cgWindowHolds(t, h, limit, span)
 			assert.GreaterOrEqual(t, sends[n-1].Sub(start), 2*span, "three timespans of sends")
 			cgSentAfterSlot(t, h)
 			assert.Equal(t, n, h.srv.Count("/pods/c-"))
@@ -1209,7 +1234,8 @@ func TestClientGoJitterDoesNotAccumulate(t *testing.T) {
 
 	sends := h.sends.instants("/pods/c-")
 	require.Len(t, sends, n)
-	assert.Empty(t, cgWindowViolation(sends, limit, span, 60*time.Millisecond))
+	require.Equal(t, n, h.store.decisions.Len(), "one decision a request")
+	cgWindowHolds(t, h, limit, span)
 	assert.LessOrEqual(t, sends[n-1].Sub(sends[0]), span+jitter+tol,
 		"the last deferred request was sent %v after the first request", sends[n-1].Sub(sends[0]))
 }

@@ -2,7 +2,6 @@ package store_test
 
 import (
 	"context"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -10,30 +9,29 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/k8sratelimit/k8sratelimit/internal/decided"
 	"github.com/k8sratelimit/k8sratelimit/internal/redistest"
 	"github.com/k8sratelimit/k8sratelimit/store"
 )
 
-// decision is when the store let a request go: between from and to.
-type decision struct{ from, to time.Time }
-
 // sendThrough takes a slot of s the way the limiter does - reserve, sleep,
-// confirm until told to go - and returns when the store said go.
-func sendThrough(ctx context.Context, s store.Store, key string, p store.Policy) (decision, error) {
+// confirm until told to go - and returns the span of the call in which
+// the store said go.
+func sendThrough(ctx context.Context, s store.Store, key string, p store.Policy) (decided.Span, error) {
 	from := time.Now()
 	res, err := s.Reserve(ctx, key, p, anyWait)
 	if err != nil || res.Wait == 0 {
-		return decision{from, time.Now()}, err
+		return decided.Span{From: from, To: time.Now()}, err
 	}
 	wait := res.Wait
 	for wait > 0 {
 		time.Sleep(wait) // the waiter's timer
 		from = time.Now()
 		if wait, err = s.Confirm(ctx, key, res.ID); err != nil {
-			return decision{}, err
+			return decided.Span{}, err
 		}
 	}
-	return decision{from, time.Now()}, nil
+	return decided.Span{From: from, To: time.Now()}, nil
 }
 
 // TestRedisStoresShareOneExactWindow has three stores - three processes'
@@ -41,14 +39,14 @@ func sendThrough(ctx context.Context, s store.Store, key string, p store.Policy)
 // timespan ahead, and checks that the store's decisions keep every rolling
 // timespan within the limit. A decision is only known to fall between the
 // start of the call that returned it and the call's return, so a window is
-// proven over the limit only when limit+1 of those intervals fit in less
-// than a timespan; the goroutines' own scheduling then cannot fail it.
+// proven over the limit only when limit+1 of those spans fit in less than
+// a timespan (package decided); the goroutines' own scheduling then cannot
+// fail it.
 func TestRedisStoresShareOneExactWindow(t *testing.T) {
 	srv := redistest.Start(t)
 	const limit, span, stores, workers, each = 20, 500 * time.Millisecond, 3, 15, 4
 	p := store.Policy{Strategy: store.Window, Limit: limit, Timespan: span}
-	var mu sync.Mutex
-	var sent []decision
+	var sent decided.Recorder
 	var wg sync.WaitGroup
 	for range stores {
 		s := store.NewRedis(srv.Client(), store.RedisOptions{})
@@ -60,31 +58,23 @@ func TestRedisStoresShareOneExactWindow(t *testing.T) {
 					if !assert.NoError(t, err) {
 						return
 					}
-					mu.Lock()
-					sent = append(sent, d)
-					mu.Unlock()
+					sent.Add(d.From, d.To)
 				}
 			})
 		}
 	}
 	wg.Wait()
-	require.Len(t, sent, stores*workers*each)
-	slices.SortFunc(sent, func(a, b decision) int { return a.from.Compare(b.from) })
-	for i := 0; i+limit < len(sent); i++ {
-		last := sent[i].to
-		for _, d := range sent[i+1 : i+limit+1] {
-			if d.to.After(last) {
-				last = d.to
-			}
-		}
-		assert.GreaterOrEqual(t, last.Sub(sent[i].from), span,
-			"sends %d to %d were all decided within less than a timespan", i, i+limit)
-	}
+	spans := sent.Spans()
+	require.Len(t, spans, stores*workers*each)
+	c, ok := decided.Tightest(spans, limit+1)
+	require.True(t, ok)
+	assert.GreaterOrEqual(t, c.Within, span, "the window let %d requests go within a timespan: %v", limit+1, c)
+	t.Logf("the closest %d decisions lie surely within %v, the widest of their spans %v", limit+1, c.Within, c.Widest())
 	// Waiters that wake late send late and the window holds on the
 	// instants they leave, so lateness costs a little of the budget each
 	// timespan: more under the race detector.
-	elapsed := sent[len(sent)-1].to.Sub(sent[0].from)
-	ideal := time.Duration(len(sent)/limit-1) * span
+	elapsed := spans[len(spans)-1].To.Sub(spans[0].From)
+	ideal := time.Duration(len(spans)/limit-1) * span
 	use := 0.95
 	if raceDetector {
 		use = 0.90
