@@ -232,6 +232,10 @@ func runChildFor(lim *k8sratelimit.Limiter, rc *rest.Config, workers int, d stri
 		return fail(err)
 	}
 	s := c.load(dur)
+	if b, err := lim.Budget("", rc); err == nil {
+		st := b.Seats()
+		fmt.Printf("concurrency limit %d, this process's share %d\n", st.Limit, st.Share)
+	}
 	fmt.Printf("served %d sent %d throttled %d\n", s.served, s.sent, s.throttled)
 	return 0
 }
@@ -262,12 +266,21 @@ func seatsChildren(t *testing.T, name string, srv *redistest.Server, owner, user
 		var s served
 		_, err := fmt.Sscanf(lastLine(c.out.String()), "served %d sent %d throttled %d", &s.served, &s.sent, &s.throttled)
 		require.NoError(t, err, "child %s: %s", c.name, c.out.String())
-		t.Logf("%s: %d served, %d of %d sent answered 429", c.name, s.served, s.throttled, s.sent)
+		t.Logf("%s: %d served, %d of %d sent answered 429 (%s)", c.name, s.served, s.throttled, s.sent, secondLastLine(c.out.String()))
 		total.served += s.served
 		total.sent += s.sent
 		total.throttled += s.throttled
 	}
 	return total
+}
+
+// secondLastLine returns the line before the last of s.
+func secondLastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) < 2 {
+		return ""
+	}
+	return lines[len(lines)-2]
 }
 
 // lastLine returns the last line of s that is not empty.

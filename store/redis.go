@@ -271,21 +271,21 @@ func µs(d time.Duration) int64 {
 	return int64(d / time.Microsecond)
 }
 
-// args returns the script arguments every script starts with.
-// countEvery is how often a process's requests on a budget count the
-// processes sharing it (for FailLocal's share and the seats' shares);
-// countEarly how often in the first countEvery of this process's use of
-// the budget, when processes starting together must see each other before
-// their first burst is over.
+// A process's requests on a budget refresh its presence and count the
+// processes sharing it (for FailLocal's share and the seats' shares) every
+// presence interval, so that a process that only ever sends at once stays
+// present (its presence lapses after 1.5 intervals); every countEarly in
+// its first earlyFor on the budget, when processes starting together must
+// see each other before their first burst is over.
 const (
-	countEvery = 5 * time.Second
 	countEarly = 200 * time.Millisecond
+	earlyFor   = 5 * time.Second
 )
 
 // args returns the arguments every script starts with (see lua/hot.lua),
 // followed by room for n more. They ask to refresh this process's
 // presence on the budget, and count the processes sharing it, when force
-// is set or countEvery has passed; to refresh it only with a reservation
+// is set or a presence interval has passed; to refresh it only with a reservation
 // ahead when it was last refreshed half a presence interval ago.
 func (s *Redis) args(b *redisBudget, p Policy, force bool, n int) []any {
 	windowed, here := "0", "0"
@@ -293,8 +293,8 @@ func (s *Redis) args(b *redisBudget, p Policy, force bool, n int) []any {
 		windowed = "1"
 	}
 	now, last := s.localµs(), b.lastHere.Load()
-	every := µs(countEvery)
-	if now-b.born < every {
+	every := µs(s.opts.Presence)
+	if now-b.born < µs(earlyFor) {
 		every = µs(countEarly)
 	}
 	switch {
