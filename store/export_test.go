@@ -1,5 +1,7 @@
 package store
 
+import "context"
+
 // UpkeepNow runs the upkeep (lua/upkeep.lua) of every budget s has used,
 // as its background does every presence interval for those with waiters.
 func UpkeepNow(s *Redis) error {
@@ -23,4 +25,19 @@ func BudgetsKept(s *Redis) int {
 	n := 0
 	s.budgets.Range(func(any, any) bool { n++; return true })
 	return n
+}
+
+// PromoteDue records in Redis the held requests of every budget s has used
+// whose slots have come within a timespan, as its promotion timer does
+// when real time reaches them.
+func PromoteDue(s *Redis) error {
+	var err error
+	s.budgets.Range(func(_, v any) bool {
+		b := v.(*redisBudget)
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		err = s.promoteDueLocked(context.Background(), b)
+		return err == nil
+	})
+	return err
 }

@@ -508,7 +508,9 @@ func (s *Redis) confirm(ctx context.Context, b *redisBudget, id uint64) (time.Du
 	defer b.mu.Unlock()
 	_, mine := b.outstanding[id]
 	switch {
-	case left < 0 && !mine:
+	case !mine:
+		// Released (whose slot had come: Redis keeps it as a send) or
+		// confirmed already.
 		return 0, ErrUnknownReservation
 	case left < 0:
 		// Redis lost it (restarted, or this process's presence lapsed):

@@ -17,8 +17,10 @@ local procs = here(false)
 local cooling = 0
 if cd > now then cooling = 1 end
 local t0 = math.max(now, cd)
-local tat = math.max(tonumber(st[2]) or 0, heldTat)
-local slot = math.max(t0, tat + held * interval - tau)
+-- The held requests come after those recorded, one interval each; heldTat
+-- already counts them.
+local tat = math.max((tonumber(st[2]) or 0) + held * interval, heldTat)
+local slot = math.max(t0, tat - tau)
 
 local at = claim(tonumber(st[3]) or 0, t0, slot, member, maxwait)
 if at then
