@@ -18,12 +18,12 @@ import (
 )
 
 // The simulated API server's capacity, like one API Priority and Fairness
-// priority level: 8 seats, 16 places in its queues, 25ms of work per
-// request: at most about 320 requests a second, and any burst of more than
-// 24 at once is partly rejected with 429.
+// priority level that rejects instead of queueing: 8 seats, 25ms of work
+// per request: at most about 320 requests a second, and a ninth request in
+// flight is rejected with 429.
 const (
 	simSeats   = 8
-	simQueue   = 16
+	simQueue   = 0
 	simService = 25 * time.Millisecond
 )
 
