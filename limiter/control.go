@@ -76,7 +76,7 @@ func newControl(c Concurrency, now time.Time) control {
 // seats returns the limit as a whole number of seats.
 func (c *control) seats() int { return int(c.limit) }
 
-// sent counts a request sent and returns its sequence number.
+// sent counts a request given a seat and returns its sequence number.
 func (c *control) sent() uint64 {
 	c.seq++
 	return c.seq

@@ -89,8 +89,8 @@ type seatWaiter struct {
 // seat is a seat held by one request. The zero seat holds nothing.
 type seat struct {
 	s     *seats
-	seq   uint64    // send order, to cut once per burst of throttles; 0: not sent
-	peers int       // requests in flight when it was sent, itself included
+	seq   uint64    // the order of taking, to cut once per burst of throttles
+	peers int       // requests in flight when it was sent, itself included; 0: not sent
 	since time.Time // when it was taken
 }
 
@@ -138,10 +138,14 @@ func (s *seats) tryTake(now time.Time) (seat, bool) {
 	return s.takeLocked(now), true
 }
 
-// takeLocked takes a seat. s.mu must be held.
+// takeLocked takes a seat. Its sequence number is taken now, not when
+// its request is sent: a request admitted before a cut belongs to the
+// burst that drew it, however long its slot then took (with a shared
+// store, a round trip), and its throttle must not cut again. s.mu must be
+// held.
 func (s *seats) takeLocked(now time.Time) seat {
 	s.inUse++
-	return seat{s: s, since: now}
+	return seat{s: s, seq: s.ctl.sent(), since: now}
 }
 
 // send marks the seat's request as sent: its slot has come. Its peers are
@@ -161,7 +165,7 @@ func (st *seat) send() {
 	s.inFlight++
 	share, n := s.shareLocked()
 	others := max(s.ctl.seats()-share, s.inFlight*(n-1), 0)
-	st.seq, st.peers = s.ctl.sent(), s.inFlight+others
+	st.peers = s.inFlight + others
 }
 
 // enqueue queues a waiter for the next free seat.
@@ -233,7 +237,7 @@ func (s *seats) freeSeat(st seat, o outcome, now time.Time) (cut store.SeatCut, 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.inUse--
-	if st.seq != 0 {
+	if st.peers != 0 {
 		s.inFlight--
 	}
 	if o != outcomeUnsent {
