@@ -52,6 +52,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) != "" {
 		os.Exit(runChild())
 	}
+	if os.Getenv(chaosEnv) != "" {
+		os.Exit(runChaosChild())
+	}
 	os.Exit(m.Run())
 }
 

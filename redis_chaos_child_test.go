@@ -1,0 +1,229 @@
+package k8sratelimit_test
+
+// A chaos child (see redis_chaos_test.go): one process sending requests
+// through a limiter on a shared Redis store until told to stop, timing
+// what it does.
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr/funcr"
+	"github.com/redis/go-redis/v9"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/k8sratelimit/k8sratelimit"
+	"github.com/k8sratelimit/k8sratelimit/internal/decided"
+	"github.com/k8sratelimit/k8sratelimit/store"
+)
+
+// The chaos child's settings, besides childAPI and the
+// KUBERNETES_RATELIMIT_* configuration.
+const (
+	chaosEnv     = "K8SRATELIMIT_TEST_CHAOS" // its name; set: run as a chaos child
+	chaosWorkers = "K8SRATELIMIT_TEST_CHAOS_WORKERS"
+)
+
+const (
+	// storeTimeout is the Redis store's default call timeout, which the
+	// children keep: the README's bound for every call.
+	storeTimeout = 500 * time.Millisecond
+	// callMargin is what a machine loaded with the race detector and a
+	// full test run may add to a call that times out.
+	callMargin = 400 * time.Millisecond
+	// callBound is the longest any store call may take.
+	callBound = storeTimeout + callMargin
+	// slowCall is the duration from which a child reports a call.
+	slowCall = 100 * time.Millisecond
+	// retryAfterFailure is how long a worker waits after a failed request.
+	retryAfterFailure = 10 * time.Millisecond
+)
+
+// runChaosChild sends requests from its workers through a limiter on a
+// Redis store configured from the environment until its standard input
+// ends, then closes the limiter and reports, one line each: every request
+// ("req"), every decision span ("decided"), every store call slower than
+// slowCall ("call"), every outage start and end ("event"), and the
+// goroutines before and after ("goroutines"). It exits 2 when it cannot
+// start.
+func runChaosChild() int {
+	fail := func(err error) int { fmt.Fprintln(os.Stderr, "chaos child:", err); return 2 }
+	before := runtime.NumGoroutine()
+	cfg, err := k8sratelimit.LoadConfig(os.Environ())
+	if err != nil {
+		return fail(err)
+	}
+	logger := funcr.New(func(prefix, args string) { fmt.Fprintln(os.Stderr, prefix, args) }, funcr.Options{})
+	var out lines
+	rs, err := store.NewRedisFromURL(cfg.RedisURL.Reveal(), store.RedisOptions{
+		Failure: store.FailurePolicy(cfg.StoreFailure),
+		Logger:  logger,
+		OnEvent: func(e store.Event) {
+			if e.Type == store.EventDown || e.Type == store.EventUp {
+				out.add("event %s %d", e.Type, time.Now().UnixNano())
+			}
+		},
+	})
+	if err != nil {
+		return fail(err)
+	}
+	var decisions decided.Recorder
+	ts := timedStore{decidingStore: decidingStore{Redis: rs, decisions: &decisions}, out: &out}
+	lim, err := k8sratelimit.New(cfg, k8sratelimit.WithLogger(logger), k8sratelimit.WithStore(ts))
+	if err != nil {
+		return fail(err)
+	}
+	// A transport of its own, so that its idle connections can be closed
+	// before the goroutines are counted.
+	tr := &http.Transport{}
+	rc := &rest.Config{Host: os.Getenv(childAPI), UserAgent: os.Getenv(chaosEnv), Transport: tr}
+	if err := lim.Configure(rc); err != nil {
+		return fail(err)
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return fail(err)
+	}
+	stop := make(chan struct{})
+	go func() { _, _ = io.Copy(io.Discard, os.Stdin); close(stop) }()
+	workers, _ := strconv.Atoi(os.Getenv(chaosWorkers))
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				from := time.Now()
+				_, err := cs.CoreV1().Namespaces().List(context.Background(), metav1.ListOptions{})
+				to := time.Now()
+				if err != nil {
+					out.add("req %d %d err %t %q", from.UnixNano(), to.UnixNano(), wrapsRedisError(err), err.Error())
+					// Back off before trying again, as a controller's
+					// work queue does, rather than spin on a refusal.
+					time.Sleep(retryAfterFailure)
+				} else {
+					out.add("req %d %d ok", from.UnixNano(), to.UnixNano())
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := lim.Close(); err != nil {
+		return fail(err)
+	}
+	if err := rs.Close(); err != nil {
+		return fail(err)
+	}
+	tr.CloseIdleConnections()
+	// Goroutines that were told to end take a moment to return: poll, for
+	// a bounded time, until they are gone.
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	after := runtime.NumGoroutine()
+	if after > before {
+		_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
+	}
+	for _, d := range decisions.Spans() {
+		out.add("decided %d %d", d.From.UnixNano(), d.To.UnixNano())
+	}
+	out.add("goroutines %d %d", before, after)
+	out.print()
+	return 0
+}
+
+// lines collects a child's report; it is safe for concurrent use.
+type lines struct {
+	mu  sync.Mutex
+	all []string
+}
+
+func (l *lines) add(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.all = append(l.all, fmt.Sprintf(format, args...))
+}
+
+func (l *lines) print() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	w := bufio.NewWriter(os.Stdout)
+	for _, s := range l.all {
+		fmt.Fprintln(w, s)
+	}
+	_ = w.Flush()
+}
+
+// wrapsRedisError reports whether err wraps the Redis store's refusal,
+// which in turn wraps the error Redis's client returned: a network error,
+// the end of a connection, or a deadline.
+func wrapsRedisError(err error) bool {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if !strings.HasPrefix(e.Error(), "store: redis unavailable") {
+			continue
+		}
+		inner := errors.Unwrap(e)
+		var ne net.Error
+		return inner != nil && (errors.As(inner, &ne) || errors.Is(inner, io.EOF) ||
+			errors.Is(inner, syscall.ECONNREFUSED) || errors.Is(inner, syscall.ECONNRESET) ||
+			errors.Is(inner, context.DeadlineExceeded) || errors.Is(inner, redis.ErrClosed))
+	}
+	return false
+}
+
+// timedStore is a chaos child's store: it records decisions as
+// decidingStore does and reports every call slower than slowCall.
+type timedStore struct {
+	decidingStore
+	out *lines
+}
+
+func (s timedStore) timed(kind string, from time.Time) {
+	if to := time.Now(); to.Sub(from) >= slowCall {
+		s.out.add("call %s %d %d", kind, from.UnixNano(), to.UnixNano())
+	}
+}
+
+func (s timedStore) Reserve(ctx context.Context, key string, p store.Policy, r store.Request) (store.Reservation, error) {
+	defer s.timed("reserve", time.Now())
+	return s.decidingStore.Reserve(ctx, key, p, r)
+}
+
+func (s timedStore) Confirm(ctx context.Context, key string, id uint64) (time.Duration, error) {
+	defer s.timed("confirm", time.Now())
+	return s.decidingStore.Confirm(ctx, key, id)
+}
+
+func (s timedStore) Release(ctx context.Context, key string, id uint64) error {
+	defer s.timed("release", time.Now())
+	return s.decidingStore.Release(ctx, key, id)
+}
+
+func (s timedStore) SetCooldown(ctx context.Context, key string, p store.Policy, d time.Duration) (time.Duration, error) {
+	defer s.timed("setcooldown", time.Now())
+	return s.decidingStore.SetCooldown(ctx, key, p, d)
+}
+
+func (s timedStore) Cooldown(ctx context.Context, key string) (time.Duration, error) {
+	defer s.timed("cooldown", time.Now())
+	return s.decidingStore.Cooldown(ctx, key)
+}
