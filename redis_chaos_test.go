@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -87,11 +88,26 @@ func startChaosChild(t *testing.T, name, api, redisURL, failure string, workers 
 	return c
 }
 
+// chaosStopWithin bounds how long a child may take to stop: closing its
+// limiter and its store, and its workers' last requests.
+const chaosStopWithin = 30 * time.Second
+
 // stop tells the child to stop, waits for it to end and reads its report.
 func (c *chaosChild) stop(t *testing.T) {
 	t.Helper()
 	require.NoError(t, c.stdin.Close())
-	require.NoError(t, c.cmd.Wait(), "child %s: %s", c.name, c.out.String())
+	exited := make(chan error, 1)
+	go func() { exited <- c.cmd.Wait() }()
+	select {
+	case err := <-exited:
+		require.NoError(t, err, "child %s: %s", c.name, c.out.String())
+	case <-time.After(chaosStopWithin):
+		// A hang is what this test looks for: make the child print its
+		// goroutines (SIGQUIT) and fail with them.
+		_ = c.cmd.Process.Signal(syscall.SIGQUIT)
+		<-exited
+		t.Fatalf("child %s did not stop within %s of being told to; its output and goroutines:\n%s", c.name, chaosStopWithin, c.out.String())
+	}
 	ns := func(s string) time.Time { n, _ := strconv.ParseInt(s, 10, 64); return time.Unix(0, n) }
 	var logs []string
 	done := false

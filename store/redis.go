@@ -238,6 +238,7 @@ type redisBudget struct {
 	heldByID    map[uint64]*heldRequest // the same, by ID
 	outstanding map[uint64]struct{}     // deferred reservations recorded in Redis
 	ready       map[uint64]struct{}     // held requests whose slot came when recorded
+	migrated    map[uint64]uint64       // reservations of an outage's local budget -> their reservations in Redis since
 	timer       *time.Timer             // promotes the first held request
 }
 
@@ -245,7 +246,7 @@ func (s *Redis) budget(key string) *redisBudget {
 	if v, ok := s.budgets.Load(key); ok {
 		return v.(*redisBudget)
 	}
-	b := &redisBudget{key: key, keys: redisKeys(key), heldByID: map[uint64]*heldRequest{}, outstanding: map[uint64]struct{}{}, ready: map[uint64]struct{}{}}
+	b := &redisBudget{key: key, keys: redisKeys(key), heldByID: map[uint64]*heldRequest{}, outstanding: map[uint64]struct{}{}, ready: map[uint64]struct{}{}, migrated: map[uint64]uint64{}}
 	b.procs.Store(1)
 	b.lastHere.Store(math.MinInt64 / 2)
 	b.born = s.localµs()
@@ -453,7 +454,7 @@ func (s *Redis) answerLocked(b *redisBudget, id uint64, r Request, rep reply) Re
 // Confirm implements Store.
 func (s *Redis) Confirm(ctx context.Context, key string, id uint64) (time.Duration, error) {
 	b, ok := s.existing(key)
-	if id&fallbackID != 0 {
+	if id&fallbackID != 0 && (!ok || s.down.Load()) {
 		left, err := s.fallback.Confirm(ctx, key, id&^fallbackID)
 		if err == nil && left == 0 && ok {
 			s.sent(b, b.currentPolicy())
@@ -463,7 +464,13 @@ func (s *Redis) Confirm(ctx context.Context, key string, id uint64) (time.Durati
 	if !ok {
 		return 0, ErrUnknownReservation
 	}
-	left, err := s.confirm(ctx, b, id)
+	var left time.Duration
+	var err error
+	if id&fallbackID != 0 {
+		left, err = s.confirmMigrated(ctx, key, b, id)
+	} else {
+		left, err = s.confirm(ctx, b, id)
+	}
 	if err == nil && left == 0 {
 		s.sent(b, b.currentPolicy())
 	}
@@ -540,10 +547,20 @@ func (s *Redis) failedConfirm(ctx context.Context, b *redisBudget, id uint64, le
 
 // Release implements Store.
 func (s *Redis) Release(ctx context.Context, key string, id uint64) error {
-	if id&fallbackID != 0 {
-		return s.fallback.Release(ctx, key, id&^fallbackID)
-	}
 	b, ok := s.existing(key)
+	if id&fallbackID != 0 {
+		rid, moved := uint64(0), false
+		if ok {
+			b.mu.Lock()
+			rid, moved = b.migrated[id]
+			delete(b.migrated, id)
+			b.mu.Unlock()
+		}
+		if !moved {
+			return s.fallback.Release(ctx, key, id&^fallbackID)
+		}
+		id = rid
+	}
 	if !ok {
 		return nil
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"sync"
+	"time"
 )
 
 // sendLog is what one process sent on a budget in the last timespan, in
@@ -99,4 +100,42 @@ func (s *Redis) learnOutageSends(from int64) error {
 	}
 	_, err := pipe.Exec(ctx)
 	return err
+}
+
+// confirmMigrated is Confirm of a reservation that the local budget made
+// during an outage, once Redis answers again: from then on the shared
+// budget decides. The first time, the local reservation is released and
+// its request takes a slot in Redis, as a reservation Redis lost does,
+// under a new ID that the local one maps to; later, that reservation is
+// confirmed. Should Redis fail again meanwhile, the local reservation,
+// kept until Redis answered, goes on.
+func (s *Redis) confirmMigrated(ctx context.Context, key string, b *redisBudget, id uint64) (time.Duration, error) {
+	b.mu.Lock()
+	rid, moved := b.migrated[id]
+	p := b.policy
+	b.mu.Unlock()
+	if moved {
+		left, err := s.confirm(ctx, b, rid)
+		if err == nil && left == 0 {
+			b.mu.Lock()
+			delete(b.migrated, id)
+			b.mu.Unlock()
+		}
+		return left, err
+	}
+	rid = s.seq.Add(1)
+	rep, err := s.reserve(ctx, b, p, Request{MaxWait: NoMaxWait}, rid, nil, NoMaxWait)
+	if err != nil {
+		// Down again: the local budget goes on deciding it.
+		return failed(s, ctx, err, func() (time.Duration, error) { return s.fallback.Confirm(ctx, key, id&^fallbackID) })
+	}
+	_ = s.fallback.Release(ctx, key, id&^fallbackID)
+	if rep.wait == 0 {
+		return 0, nil
+	}
+	b.mu.Lock()
+	b.migrated[id] = rid
+	b.outstanding[rid] = struct{}{}
+	b.mu.Unlock()
+	return rep.wait, nil
 }
