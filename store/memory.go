@@ -150,7 +150,7 @@ func (m *Memory) Confirm(_ context.Context, key string, id uint64) (time.Duratio
 	}
 	delete(b.pending, id)
 	if slot < now && b.strategy == Window {
-		at := b.window.sendLate(id, slot, now, b.limit, b.span, func(id uint64, at int64) { b.pending[id] = at })
+		at := b.window.sendLate(id, slot, now, b.cd, b.limit, b.span, func(id uint64, at int64) { b.pending[id] = at })
 		if at > now {
 			b.pending[id] = at
 			return time.Duration(at - now), nil

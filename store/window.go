@@ -178,14 +178,19 @@ func (w *window) idleAt(span int64) int64 {
 // whose waiters, late too, have not confirmed yet, or late waiters woken
 // together would all leave together. moved is called for each reservation
 // that moves.
-func (w *window) sendLate(id uint64, slot, now int64, limit int, span int64, moved func(id uint64, at int64)) int64 {
+//
+// A reservation more than a timespan late may have left the window already
+// (trimmed by a later reservation): it then takes a slot again, at the
+// back, as a newcomer would, so that its send is counted.
+func (w *window) sendLate(id uint64, slot, now, cd int64, limit int, span int64, moved func(id uint64, at int64)) int64 {
 	live := w.entries[w.head:]
 	i := sort.Search(len(live), func(i int) bool { return live[i].at >= slot })
 	for i < len(live) && live[i].at == slot && live[i].id != id {
 		i++
 	}
 	if i == len(live) || live[i].id != id {
-		return now
+		at, _ := w.reserve(now, cd, limit, span, id, Request{MaxWait: NoMaxWait})
+		return at
 	}
 	t := now
 	if c, ok := w.lthLeaving(i, now, limit); ok {

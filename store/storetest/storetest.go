@@ -62,6 +62,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"LateSendMovesCrowdedReservations", testLateSend},
 		{"LateWaitersWokenTogetherLeaveApart", testLateWaitersTogether},
 		{"LateWaitersConfirmingOutOfOrderLeaveApart", testLateWaitersOutOfOrder},
+		{"WaiterMoreThanATimespanLateIsCounted", testWaiterATimespanLate},
 		{"ReleaseFreesSlotForNewcomer", testReleaseFreesSlot},
 		{"CooldownDefersAndOnlyExtends", testCooldownOnlyExtends},
 		{"CooldownMovesOutstandingReservations", testCooldownMovesReservations},
@@ -204,6 +205,24 @@ func testLateSend(t *testing.T, h Harness) {
 	require.NoError(t, err)
 	near(t, h, 10*time.Second, left, "the next send comes one timespan after the late one, at 22s")
 	near(t, h, 20*time.Second, reserve(t, h, "k", p, anyWait).Wait, "newcomers queue after it")
+}
+
+// testWaiterATimespanLate checks that a waiter whose timer fires more
+// than a timespan late, after a newcomer's reservation dropped its old
+// entry from the window, is still counted: it does not leave beside the
+// newcomer, but a timespan after it.
+func testWaiterATimespanLate(t *testing.T, h Harness) {
+	p := windowPolicy(1, 10*time.Second)
+	reserve(t, h, "k", p, anyWait)
+	b := reserve(t, h, "k", p, anyWait)
+	near(t, h, 10*time.Second, b.Wait)
+
+	h.Advance(25 * time.Second) // b's waiter wakes 15s late, at 25s
+	c := reserve(t, h, "k", p, anyWait)
+	assert.Zero(t, c.Wait, "the window is empty at 25s: a newcomer sends at once")
+	left, err := h.Store.Confirm(ctx, "k", b.ID)
+	require.NoError(t, err)
+	near(t, h, 10*time.Second, left, "the late waiter leaves a timespan after the newcomer, at 35s, not beside it")
 }
 
 // testLateWaitersTogether checks that waiters whose timers fire late
