@@ -107,6 +107,7 @@ type Redis struct {
 	budgets sync.Map     // string -> *redisBudget
 
 	down      atomic.Bool
+	failover  sync.RWMutex // local decisions (read) against the end of an outage (write)
 	outages   atomic.Int64 // outages so far
 	downSince atomic.Int64 // localµs the current outage started
 	lastErr   atomic.Pointer[error]
@@ -454,27 +455,26 @@ func (s *Redis) answerLocked(b *redisBudget, id uint64, r Request, rep reply) Re
 // Confirm implements Store.
 func (s *Redis) Confirm(ctx context.Context, key string, id uint64) (time.Duration, error) {
 	b, ok := s.existing(key)
-	if id&fallbackID != 0 && (!ok || s.down.Load()) {
-		left, err := s.fallback.Confirm(ctx, key, id&^fallbackID)
-		if err == nil && left == 0 && ok {
-			s.sent(b, b.currentPolicy())
+	if id&fallbackID != 0 {
+		if !ok {
+			return s.fallback.Confirm(ctx, key, id&^fallbackID)
 		}
-		return left, err
+		var left time.Duration
+		var err error
+		if s.decideLocally(func() {
+			left, err = s.fallback.Confirm(ctx, key, id&^fallbackID)
+			if err == nil && left == 0 {
+				s.sent(b, b.currentPolicy())
+			}
+		}) {
+			return left, err
+		}
+		return s.confirmMigrated(ctx, key, b, id)
 	}
 	if !ok {
 		return 0, ErrUnknownReservation
 	}
-	var left time.Duration
-	var err error
-	if id&fallbackID != 0 {
-		left, err = s.confirmMigrated(ctx, key, b, id)
-	} else {
-		left, err = s.confirm(ctx, b, id)
-	}
-	if err == nil && left == 0 {
-		s.sent(b, b.currentPolicy())
-	}
-	return left, err
+	return s.confirm(ctx, b, id)
 }
 
 // currentPolicy returns the policy the budget was last used with.
@@ -494,12 +494,16 @@ func (s *Redis) confirm(ctx context.Context, b *redisBudget, id uint64) (time.Du
 	if _, ok := b.ready[id]; ok {
 		delete(b.ready, id)
 		b.mu.Unlock()
+		s.sent(b, p)
 		return 0, nil
 	}
 	if h, held := b.heldByID[id]; held {
 		left, err := s.confirmHeldLocked(ctx, b, h)
 		if err != nil || left > 0 || p.Strategy == Linear {
 			b.mu.Unlock()
+			if err == nil && left == 0 {
+				s.sent(b, p)
+			}
 			return s.failedConfirm(ctx, b, id, left, err)
 		}
 		// Recorded just now with its slot come: confirm it like any other,
@@ -528,10 +532,12 @@ func (s *Redis) confirm(ctx context.Context, b *redisBudget, id uint64) (time.Du
 		}
 		if rep.wait == 0 {
 			delete(b.outstanding, id)
+			s.sent(b, p)
 		}
 		return rep.wait, nil
 	case left == 0:
 		delete(b.outstanding, id)
+		s.sent(b, p)
 	}
 	return time.Duration(left) * time.Microsecond, nil
 }

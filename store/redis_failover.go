@@ -47,19 +47,45 @@ func (s *Redis) probe() {
 		err := s.client.Ping(ctx).Err()
 		cancel()
 		if err == nil {
-			// Before the shared budgets decide again, they learn what
-			// this process sent meanwhile.
-			err = s.learnOutageSends(s.downSince.Load())
+			err = s.endOutage()
 		}
 		if err != nil {
 			s.lastErr.Store(&err)
 			continue
 		}
-		s.down.Store(false)
 		s.log.Info("Redis store available again; budgets are shared again")
 		s.event(Event{Type: EventUp})
 		return
 	}
+}
+
+// endOutage records in Redis what this process sent during the outage and
+// then lets the shared budgets decide again. The local decisions wait
+// meanwhile (see decideLocally), so that no send slips between what Redis
+// learns and the switch: this is the one lock of the store held across a
+// network call, for at most the store's timeout, once per outage.
+func (s *Redis) endOutage() error {
+	s.failover.Lock()
+	defer s.failover.Unlock()
+	if err := s.learnOutageSends(s.downSince.Load()); err != nil {
+		return err
+	}
+	s.down.Store(false)
+	return nil
+}
+
+// decideLocally runs decide, a decision of the failure policy, and
+// reports true, unless the outage has ended meanwhile: then the shared
+// budget must decide, and it reports false. The sends that decide records
+// are thus either learned by Redis on the way back or decided by it.
+func (s *Redis) decideLocally(decide func()) bool {
+	s.failover.RLock()
+	defer s.failover.RUnlock()
+	if !s.down.Load() {
+		return false
+	}
+	decide()
+	return true
 }
 
 func (s *Redis) event(e Event) {
@@ -99,15 +125,22 @@ func (s *Redis) fallbackReserve(ctx context.Context, key string, p Policy, r Req
 		return Reservation{}, s.storeError()
 	}
 	b := s.budget(key)
-	share := s.share(key, p)
-	s.seedFallback(key, b, share)
-	res, err := s.fallback.Reserve(ctx, key, share, r)
-	switch {
-	case err != nil || !res.OK:
-	case res.ID != 0:
-		res.ID |= fallbackID
-	default:
-		s.sent(b, p)
+	var res Reservation
+	var err error
+	local := s.decideLocally(func() {
+		share := s.share(key, p)
+		s.seedFallback(key, b, share)
+		res, err = s.fallback.Reserve(ctx, key, share, r)
+		switch {
+		case err != nil || !res.OK:
+		case res.ID != 0:
+			res.ID |= fallbackID
+		default:
+			s.sent(b, p)
+		}
+	})
+	if !local {
+		return s.Reserve(ctx, key, p, r) // Redis answers again
 	}
 	return res, err
 }
@@ -145,11 +178,24 @@ func (s *Redis) confirmDuringOutage(b *redisBudget, id uint64) (time.Duration, e
 	if s.opts.Failure == FailClosed {
 		return 0, s.storeError()
 	}
-	if s.opts.Failure == FailLocal {
-		// Sent now: the local budget counts it.
+	if s.opts.Failure != FailLocal {
+		s.sent(b, p)
+		return 0, nil
+	}
+	// Sent now: the local budget counts it.
+	local := s.decideLocally(func() {
 		share := s.share(b.key, p)
 		s.seedFallback(b.key, b, share)
 		s.fallback.seedSends(b.key, share, s.localµs(), []int64{s.localµs()})
+		s.sent(b, p)
+	})
+	if !local {
+		// Redis answers again: it decides. The reservation left
+		// outstanding is confirmed there.
+		b.mu.Lock()
+		b.outstanding[id] = struct{}{}
+		b.mu.Unlock()
+		return s.confirm(context.Background(), b, id)
 	}
 	return 0, nil
 }

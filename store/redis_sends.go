@@ -131,6 +131,7 @@ func (s *Redis) confirmMigrated(ctx context.Context, key string, b *redisBudget,
 	}
 	_ = s.fallback.Release(ctx, key, id&^fallbackID)
 	if rep.wait == 0 {
+		s.sent(b, p)
 		return 0, nil
 	}
 	b.mu.Lock()
