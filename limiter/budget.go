@@ -89,7 +89,7 @@ func (b *Budget) admit(ctx context.Context, stop <-chan struct{}, seated bool) (
 		}
 	}
 	if err := b.slot(ctx, stop, w); err != nil {
-		st.free(outcomeUnsent, l.clock.Now())
+		st.free(outcomeUnsent)
 		return seat{}, err
 	}
 	st.send()

@@ -76,8 +76,8 @@ func newControl(c Concurrency, now time.Time) control {
 // seats returns the limit as a whole number of seats.
 func (c *control) seats() int { return int(c.limit) }
 
-// sent counts a request given a seat and returns its sequence number.
-func (c *control) sent() uint64 {
+// seated counts a request given a seat and returns its sequence number.
+func (c *control) seated() uint64 {
 	c.seq++
 	return c.seq
 }

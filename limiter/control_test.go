@@ -17,7 +17,7 @@ func TestControlSlowStartDoublesPerRoundTrip(t *testing.T) {
 		n := c.seats()
 		seqs := make([]uint64, n)
 		for i := range seqs {
-			seqs[i] = c.sent()
+			seqs[i] = c.seated()
 		}
 		for _, s := range seqs {
 			c.good(s, n, t0)
@@ -31,7 +31,7 @@ func TestControlCutsOncePerBurst(t *testing.T) {
 	c.limit = 8
 	seqs := make([]uint64, 8)
 	for i := range seqs {
-		seqs[i] = c.sent()
+		seqs[i] = c.seated()
 	}
 	for _, s := range seqs[3:] {
 		c.throttled(s, 8, t0)
@@ -42,7 +42,7 @@ func TestControlCutsOncePerBurst(t *testing.T) {
 	}
 	assert.Equal(t, 6, c.seats(), "answers to requests sent before the cut do not grow the limit")
 
-	s := c.sent()
+	s := c.seated()
 	c.throttled(s, 6, t0)
 	assert.Equal(t, 4, c.seats(), "a throttle of a request sent after the cut cuts again")
 }
@@ -50,32 +50,32 @@ func TestControlCutsOncePerBurst(t *testing.T) {
 func TestControlCutsToTheSeatsInUse(t *testing.T) {
 	c := newControl(Concurrency{Adaptive: true}, t0)
 	c.limit = 40
-	c.throttled(c.sent(), 4, t0)
+	c.throttled(c.seated(), 4, t0)
 	assert.Equal(t, 3, c.seats(), "the cut starts from the seats the throttled request saw, not an unused limit")
-	c.throttled(c.sent(), 1, t0)
+	c.throttled(c.seated(), 1, t0)
 	assert.Equal(t, 1, c.seats(), "never below one")
 }
 
 func TestControlStaysBelowTheLastThrottleUntilItProbes(t *testing.T) {
 	c := newControl(Concurrency{Adaptive: true}, t0)
 	c.limit = 4
-	c.throttled(c.sent(), 4, t0)
+	c.throttled(c.seated(), 4, t0)
 	require.Equal(t, 3, c.seats())
 
 	now := t0
 	for now.Before(t0.Add(minProbeEvery - time.Second)) {
-		c.good(c.sent(), 3, now)
+		c.good(c.seated(), 3, now)
 		now = now.Add(10 * time.Millisecond)
 	}
 	assert.Equal(t, 3, c.seats(), "no growth to the seats that drew the throttle before probeEvery")
 
 	now = t0.Add(minProbeEvery)
 	for range 10 {
-		c.good(c.sent(), 3, now)
+		c.good(c.seated(), 3, now)
 	}
 	assert.Equal(t, 4, c.seats(), "after probeEvery, one more seat is tried")
 
-	c.throttled(c.sent(), 4, now.Add(time.Second))
+	c.throttled(c.seated(), 4, now.Add(time.Second))
 	assert.Equal(t, 3, c.seats())
 	assert.Equal(t, 2*minProbeEvery, c.probeEvery, "a probe that drew a throttle doubles the time to the next")
 }
@@ -83,7 +83,7 @@ func TestControlStaysBelowTheLastThrottleUntilItProbes(t *testing.T) {
 func TestControlUnusedLimitDoesNotGrow(t *testing.T) {
 	c := newControl(Concurrency{Adaptive: true}, t0)
 	for range 100 {
-		c.good(c.sent(), 1, t0)
+		c.good(c.seated(), 1, t0)
 	}
 	assert.Equal(t, 2, c.seats(), "one request at a time: the limit stays within twice the use")
 }
@@ -91,19 +91,19 @@ func TestControlUnusedLimitDoesNotGrow(t *testing.T) {
 func TestControlKeepsBetweenOneAndMax(t *testing.T) {
 	c := newControl(Concurrency{Adaptive: true, Max: 5}, t0)
 	for range 100 {
-		c.good(c.sent(), 5, t0)
+		c.good(c.seated(), 5, t0)
 	}
 	assert.Equal(t, 5, c.seats())
 	for range 10 {
-		c.throttled(c.sent(), 1, t0)
+		c.throttled(c.seated(), 1, t0)
 	}
 	assert.Equal(t, 1, c.seats())
 }
 
 func TestControlFixedNeverMoves(t *testing.T) {
 	c := newControl(Concurrency{Fixed: 3, Adaptive: true}, t0)
-	c.throttled(c.sent(), 3, t0)
-	c.good(c.sent(), 3, t0)
+	c.throttled(c.seated(), 3, t0)
+	c.good(c.seated(), 3, t0)
 	assert.Equal(t, 3, c.seats())
 }
 
@@ -159,7 +159,7 @@ func TestControlAgainstARejectingLevel(t *testing.T) {
 					accepted++
 				}
 			}
-			r := req{seq: c.sent(), peers: len(inFlight) + 1, ok: accepted < seatsOfLevel}
+			r := req{seq: c.seated(), peers: len(inFlight) + 1, ok: accepted < seatsOfLevel}
 			r.end = now.Add(service)
 			if !r.ok {
 				r.end = now // rejected at once

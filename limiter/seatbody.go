@@ -5,20 +5,18 @@ import (
 	"net/http"
 	"strings"
 	"sync/atomic"
-
-	"k8s.io/utils/clock"
 )
 
 // holdUntilDone arranges for the seat to be given back when resp is
 // finished: at once for a watch (the server frees its seat once the watch
 // has started), a protocol switch or an empty body, else when the body is
 // read to its end or closed. The zero seat leaves resp as it is.
-func (st seat) holdUntilDone(resp *http.Response, watch bool, o outcome, c clock.PassiveClock) *http.Response {
+func (st seat) holdUntilDone(resp *http.Response, watch bool, o outcome) *http.Response {
 	if st.s == nil {
 		return resp
 	}
 	if watch || resp.Body == nil || resp.Body == http.NoBody || resp.StatusCode == http.StatusSwitchingProtocols {
-		st.free(o, c.Now())
+		st.free(o)
 		return resp
 	}
 	resp.Body = &seatBody{rc: resp.Body, seat: st, outcome: o}
@@ -50,7 +48,7 @@ func (sb *seatBody) Close() error {
 
 func (sb *seatBody) finish() {
 	if sb.done.CompareAndSwap(false, true) {
-		sb.seat.free(sb.outcome, sb.seat.s.clock.Now())
+		sb.seat.free(sb.outcome)
 	}
 }
 

@@ -145,7 +145,7 @@ func (s *seats) tryTake(now time.Time) (seat, bool) {
 // held.
 func (s *seats) takeLocked(now time.Time) seat {
 	s.inUse++
-	return seat{s: s, seq: s.ctl.sent(), since: now}
+	return seat{s: s, seq: s.ctl.seated(), since: now}
 }
 
 // send marks the seat's request as sent: its slot has come. Its peers are
@@ -221,13 +221,13 @@ const (
 )
 
 // free gives back the seat, telling the control how the request ended.
-// The zero seat does nothing.
-func (st seat) free(o outcome, now time.Time) {
+// The zero seat does nothing (and reads no clock).
+func (st seat) free(o outcome) {
 	s := st.s
 	if s == nil {
 		return
 	}
-	if cut, ok := s.freeSeat(st, o, now); ok && s.shared != nil {
+	if cut, ok := s.freeSeat(st, o, s.clock.Now()); ok && s.shared != nil {
 		s.shared.ShareCut(s.key, cut)
 	}
 }

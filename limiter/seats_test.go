@@ -359,7 +359,7 @@ func TestBothLimitsHold(t *testing.T) {
 	// 4 per second and 2 seats: the rate decides while answers are quick.
 	clk := clocktesting.NewFakeClock(time.Now())
 	sends := make(chan time.Time, 100)
-	rt := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+	rt := cgRoundTripper(func(req *http.Request) (*http.Response, error) {
 		sends <- clk.Now()
 		return &http.Response{StatusCode: http.StatusOK, Body: io.NopCloser(strings.NewReader("{}")), Request: req}, nil
 	})
@@ -393,7 +393,3 @@ func TestBothLimitsHold(t *testing.T) {
 		assert.GreaterOrEqual(t, at[i].Sub(at[i-4]), time.Second, "no more than 4 in any second")
 	}
 }
-
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }

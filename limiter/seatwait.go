@@ -61,7 +61,7 @@ func (b *Budget) takeSeat(ctx context.Context, stop <-chan struct{}, w *waitLimi
 	}
 	now = l.clock.Now()
 	if st, got := b.seats.leave(sw, e, now); got {
-		st.free(outcomeUnsent, now)
+		st.free(outcomeUnsent)
 	}
 	return seat{}, quit
 }

@@ -63,7 +63,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	resp, err := t.next.RoundTrip(req)
 	if err != nil {
-		st.free(outcomeFailed, b.l.clock.Now())
+		st.free(outcomeFailed)
 		return nil, err
 	}
 	// Also for an exempt request: the server throttles this client all
@@ -72,7 +72,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if t.observe(req, resp) {
 		o = outcomeThrottled
 	}
-	return st.holdUntilDone(resp, isWatch(req), o, b.l.clock), nil
+	return st.holdUntilDone(resp, isWatch(req), o), nil
 }
 
 // observe starts a cooldown when resp is a server's throttling answer, and
