@@ -66,20 +66,6 @@ func Example() {
 	// true 5s 2
 }
 
-// retryDelay is how code under test tells a refusal, from the client-side
-// budget or from the API server, from other errors.
-func retryDelay(err error) (time.Duration, bool) {
-	if !apierrors.IsTooManyRequests(err) {
-		return 0, false
-	}
-	var ra rlerrors.HasRetryAfter // *RateLimitExceededError: the exact wait
-	if errors.As(err, &ra) {
-		return ra.RetryAfter(), true
-	}
-	secs, _ := apierrors.SuggestsClientDelay(err) // the server's Retry-After
-	return time.Duration(secs) * time.Second, true
-}
-
 // client-go's fake clientset has no transport, so no limiter sees its
 // requests; a reactor makes it return the limiter's error instead.
 func Example_fakeClientset() {
@@ -93,14 +79,14 @@ func Example_fakeClientset() {
 	})
 
 	_, err := cs.CoreV1().Pods("default").List(context.Background(), metav1.ListOptions{})
+	// What the code under test checks: any 429 (from the server too), or
+	// the limiter's refusal and its wait exactly.
 	fmt.Println(apierrors.IsTooManyRequests(err))
-	fmt.Println(retryDelay(err))
 	var rle *rlerrors.RateLimitExceededError
 	if errors.As(err, &rle) {
-		fmt.Println(rle.Cluster, rle.RetryAfterSeconds())
+		fmt.Println(rle.Cluster, rle.RetryAfter(), rle.RetryAfterSeconds())
 	}
 	// Output:
 	// true
-	// 1.5s true
-	// prod 2
+	// prod 1.5s 2
 }

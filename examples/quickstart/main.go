@@ -1,10 +1,10 @@
 // Command quickstart lists the pods of a namespace through a client whose
-// requests share the process's budget for their API server.
+// requests share the process's budget for their API server. It is the
+// README's Quick start.
 package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"log"
 
@@ -16,23 +16,14 @@ import (
 )
 
 func main() {
-	kubeconfig := flag.String("kubeconfig", clientcmd.RecommendedHomeFile, "kubeconfig file")
-	flag.Parse()
-
-	rc, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	rc, err := clientcmd.BuildConfigFromFlags("", clientcmd.RecommendedHomeFile)
 	if err != nil {
 		log.Fatal(err)
 	}
-	// The one line: every client built from rc, and from any other
-	// rest.Config for the same API server, now shares one budget
-	// (KUBERNETES_RATELIMIT*: 400 requests per minute by default).
-	if err := k8sratelimit.Configure(rc); err != nil {
+	if err := k8sratelimit.Configure(rc); err != nil { // the one line
 		log.Fatal(err) // an invalid KUBERNETES_RATELIMIT* variable, named
 	}
-	clientset, err := kubernetes.NewForConfig(rc) // and dynamic, discovery, informers...
-	if err != nil {
-		log.Fatal(err)
-	}
+	clientset := kubernetes.NewForConfigOrDie(rc) // and dynamic, discovery, informers...
 	pods, err := clientset.CoreV1().Pods("default").List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		log.Fatal(err)
