@@ -1,12 +1,13 @@
 # The test command is `make test`: vet, then every test with the race
 # detector. `make fuzz` runs each fuzz target for FUZZTIME; `make bench`
-# runs the benchmarks.
+# runs the benchmarks; `make bench-report` regenerates docs/benchmarks-raw.txt,
+# the raw output behind BENCHMARKS.md.
 
 GO       ?= go
 FUZZTIME ?= 15s
 BENCHTIME ?= 1s
 
-.PHONY: test vet fuzz bench
+.PHONY: test vet fuzz bench bench-report
 
 test: vet
 	$(GO) test -race ./...
@@ -29,6 +30,12 @@ fuzz:
 
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) ./...
+
+# The benchmarks BENCHMARKS.md reports, interleaved, with benchstat, into
+# docs/benchmarks-raw.txt (about 15 minutes on 2 cores; E2E=1 adds the
+# end-to-end APF and seats runs).
+bench-report:
+	GO="$(GO)" hack/bench-report.sh
 
 # The end-to-end suite against a real etcd and kube-apiserver: builds both
 # once into a cache outside the repository (e2e/hack/build-binaries.sh),

@@ -44,7 +44,7 @@ func APIServerFor(rc *rest.Config) (string, error) {
 	}
 	u, _, err := rest.DefaultServerUrlFor(rc)
 	if err != nil {
-		return "", fmt.Errorf("cluster: API server of rest.Config host %q: %w", redactUser(rc.Host), err)
+		return "", fmt.Errorf("cluster: API server of rest.Config host %q: %s", redactUser(rc.Host), serverURLReason(err))
 	}
 	return APIServer(u.String())
 }
@@ -192,6 +192,15 @@ func unwrapURLError(err error) error {
 		return ue.Err
 	}
 	return err
+}
+
+// serverURLReason returns what rest.DefaultServerUrlFor says is wrong
+// with a host, without the host it quotes: the caller names the host once,
+// redacted, where client-go's quote would repeat it with its password.
+func serverURLReason(err error) string {
+	msg := unwrapURLError(err).Error()
+	msg, _, _ = strings.Cut(msg, `: "`)
+	return msg
 }
 
 // redactUser removes the user info of a URL-like string for use in error

@@ -162,6 +162,23 @@ func TestAPIServerForRejects(t *testing.T) {
 	assert.NotContains(t, err.Error(), "hunter2")
 }
 
+// An error names the host once, redacted: client-go's own message quotes
+// it again, password included.
+func TestAPIServerForErrorNamesTheHostOnce(t *testing.T) {
+	tests := []struct{ host, want string }{
+		{"https://admin:hunter2@api example.com:6443",
+			`cluster: API server of rest.Config host "https://xxxxx@api example.com:6443": host must be a URL or a host:port pair`},
+		{"api example.com",
+			`cluster: API server of rest.Config host "api example.com": invalid character " " in host name`},
+	}
+	for _, tt := range tests {
+		_, err := APIServerFor(&rest.Config{Host: tt.host})
+		require.Error(t, err, tt.host)
+		assert.Equal(t, tt.want, err.Error())
+		assert.Equal(t, 1, strings.Count(err.Error(), "example.com"), err.Error())
+	}
+}
+
 func TestKey(t *testing.T) {
 	assert.Equal(t, "k8s:default:api.example.com:6443", Key("default", "api.example.com:6443"))
 	assert.Equal(t, "k8s:team-a:rancher.example.com/k8s/clusters/c-abc", Key("team-a", "rancher.example.com/k8s/clusters/c-abc"))

@@ -89,10 +89,16 @@ func TestRateLimitExceededError(t *testing.T) {
 	}{
 		{&rlerrors.RateLimitExceededError{Cluster: "prod", Key: "k8s:default:api.example.com", Wait: 2500 * time.Millisecond, MaxWait: time.Second},
 			`client-side rate limit exceeded for cluster "prod" (budget k8s:default:api.example.com): next slot in 2.5s, longer than the maximum wait of 1s`},
+		// Unnamed, the cluster is the key's API server: named once.
 		{&rlerrors.RateLimitExceededError{Cluster: "api.example.com", Key: "k8s:ops:api.example.com", Wait: 3 * time.Second, Err: context.DeadlineExceeded},
-			`client-side rate limit exceeded for cluster "api.example.com" (budget k8s:ops:api.example.com): next slot in 3s, after the context's deadline: context deadline exceeded`},
+			`client-side rate limit exceeded (budget k8s:ops:api.example.com): next slot in 3s, after the context's deadline: context deadline exceeded`},
 		{&rlerrors.RateLimitExceededError{Wait: time.Second},
 			`client-side rate limit exceeded: next slot in 1s, longer than the maximum wait of 0s`},
+		// Waits as the engine computes them, rounded as a person reads them.
+		{&rlerrors.RateLimitExceededError{Cluster: "prod", Key: "k8s:ops:api.example.com", Wait: 997920626 * time.Nanosecond, MaxWait: 250 * time.Millisecond},
+			`client-side rate limit exceeded for cluster "prod" (budget k8s:ops:api.example.com): next slot in 998ms, longer than the maximum wait of 250ms`},
+		{&rlerrors.RateLimitExceededError{Key: "k8s:ops:api.example.com", Wait: 150*time.Second + 12*time.Millisecond, MaxWait: time.Minute},
+			`client-side rate limit exceeded (budget k8s:ops:api.example.com): next slot in 2m30s, longer than the maximum wait of 1m`},
 	}
 	for _, tt := range tests {
 		assert.Equal(t, tt.want, tt.err.Error())

@@ -46,22 +46,60 @@ var (
 )
 
 // Error describes the budget, the wait and why the request could not wait.
+// The API server is named once: the cluster is left out when it is the
+// budget key's own API server (a client configured without a cluster
+// name). Durations are rounded as a person reads them (see readable).
 func (e *RateLimitExceededError) Error() string {
 	var b strings.Builder
 	b.WriteString("client-side rate limit exceeded")
-	if e.Cluster != "" {
+	if e.Cluster != "" && e.Cluster != apiServerOf(e.Key) {
 		fmt.Fprintf(&b, " for cluster %q", e.Cluster)
 	}
 	if e.Key != "" {
 		fmt.Fprintf(&b, " (budget %s)", e.Key)
 	}
-	fmt.Fprintf(&b, ": next slot in %s", e.RetryAfter())
+	fmt.Fprintf(&b, ": next slot in %s", readable(e.RetryAfter()))
 	if e.Err != nil {
 		fmt.Fprintf(&b, ", after the context's deadline: %v", e.Err)
 	} else {
-		fmt.Fprintf(&b, ", longer than the maximum wait of %s", e.MaxWait)
+		fmt.Fprintf(&b, ", longer than the maximum wait of %s", readable(e.MaxWait))
 	}
 	return b.String()
+}
+
+// apiServerOf returns the <apiserver> part of a budget key
+// k8s:<owner>:<apiserver> (an owner holds no colon), or "".
+func apiServerOf(key string) string {
+	rest, ok := strings.CutPrefix(key, "k8s:")
+	if !ok {
+		return ""
+	}
+	_, apiserver, _ := strings.Cut(rest, ":")
+	return apiserver
+}
+
+// readable rounds d to what a person reads: below a second to the
+// millisecond (998ms), below a minute to a tenth of a second (2.5s),
+// otherwise to the second (2m30s), with trailing zero units dropped (2m,
+// 1h). A positive d never reads as 0s: it is at least 1ms.
+func readable(d time.Duration) string {
+	if d <= 0 {
+		return "0s"
+	}
+	if r := max(d.Round(time.Millisecond), time.Millisecond); r < time.Second {
+		return r.String()
+	}
+	if r := d.Round(100 * time.Millisecond); r < time.Minute {
+		return r.String()
+	}
+	s := d.Round(time.Second).String() // 2m30s, 2m0s, 1h0m0s
+	if t, ok := strings.CutSuffix(s, "m0s"); ok {
+		s = t + "m"
+	}
+	if t, ok := strings.CutSuffix(s, "h0m"); ok {
+		s = t + "h"
+	}
+	return s
 }
 
 // Unwrap returns Err, so that errors.Is(err, context.DeadlineExceeded)

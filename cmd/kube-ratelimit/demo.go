@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -35,11 +34,10 @@ type demoOptions struct {
 
 func parseDemoFlags(args []string, stderr io.Writer) (demoOptions, error) {
 	o := demoOptions{runFlags: runFlags{workers: 50, duration: 8 * time.Second, limit: 20, timespan: 100 * time.Millisecond}}
-	fs := flag.NewFlagSet("kube-ratelimit demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("demo", "Runs a load against a simulated API server (8 seats; a ninth request in flight is\nanswered 429) through the limiter configured from the environment, and ends with\na table of what happened. -compare runs the same load without it, side by side.", stderr)
 	o.register(fs)
 	fs.BoolVar(&o.compare, "compare", false, "also run the same load through k8sratelimit with the concurrency limit off, with client-go's default limiter, and with no limiter, side by side")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return o, err
 	}
 	return o, o.parsed(fs)
@@ -60,10 +58,7 @@ type demoMode struct {
 func demoCmd(args, environ []string, stdout, stderr io.Writer) int {
 	o, err := parseDemoFlags(args, stderr)
 	if err != nil {
-		if err != flag.ErrHelp {
-			fmt.Fprintf(stderr, "kube-ratelimit demo: %v\n", err)
-		}
-		return 2
+		return parseError("demo", err, stderr)
 	}
 	cfg, err := o.config(environ)
 	if err != nil {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -28,12 +27,11 @@ func parseLoadFlags(args []string, stderr io.Writer) (loadOptions, error) {
 	// The budget is the environment's unless -limit or -timespan say
 	// otherwise.
 	o := loadOptions{runFlags: runFlags{workers: 10, duration: 10 * time.Second}}
-	fs := flag.NewFlagSet("kube-ratelimit load", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("load", "Runs a read-only load (namespace lists and /version) against a real cluster\nthrough the limiter configured from the environment, and ends with a table of\nwhat happened.", stderr)
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file of the cluster to load (required)")
 	fs.StringVar(&o.context, "context", "", "kubeconfig context (default: the current one)")
 	o.register(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return o, err
 	}
 	if err := o.parsed(fs); err != nil {
@@ -65,10 +63,7 @@ func namespacesAndVersion() func(ctx context.Context, cs kubernetes.Interface) e
 func loadCmd(args, environ []string, stdout, stderr io.Writer) int {
 	o, err := parseLoadFlags(args, stderr)
 	if err != nil {
-		if err != flag.ErrHelp {
-			fmt.Fprintf(stderr, "kube-ratelimit load: %v\n", err)
-		}
-		return 2
+		return parseError("load", err, stderr)
 	}
 	cfg, err := o.config(environ)
 	if err != nil {

@@ -1,7 +1,10 @@
 // Command kube-ratelimit shows k8sratelimit at work and inspects its
-// configuration.
+// configuration. Outside this repository, run it with
 //
-// Usage:
+//	go run github.com/k8sratelimit/k8sratelimit/cmd/kube-ratelimit@latest <command>
+//
+// Usage (each command's -h prints its flags, under the header
+// "Usage: kube-ratelimit <command> [flags]"):
 //
 //	kube-ratelimit demo [-workers N] [-duration D] [-limit N] [-timespan D] [-compare]
 //	kube-ratelimit load -kubeconfig F [-context C] [-workers N] [-duration D] [-limit N] [-timespan D]
@@ -20,7 +23,10 @@
 // its next call. config loads the KUBERNETES_RATELIMIT*
 // environment strictly and prints the effective settings. status, with the
 // Redis store, prints every shared budget: used / limit in the current
-// window, waiting reservations, processes sharing it and cooldown left.
+// window, waiting reservations, processes sharing it, cooldown left and
+// seats, under a line giving the time it was read; with -watch it redraws
+// the table in place when standard output is a terminal (cursor home, clear
+// screen) and appends one table after another otherwise.
 //
 // config prints each value as its variable accepts it (an unset one as
 // nothing), so that the table set back in the environment loads as the same
@@ -41,15 +47,6 @@ import (
 	rlerrors "github.com/k8sratelimit/k8sratelimit/errors"
 	"github.com/k8sratelimit/k8sratelimit/store"
 )
-
-const usage = `usage: kube-ratelimit <command>
-
-commands:
-  demo     run a load against a simulated API server through the limiter (-compare: also without it)
-  load     run a read-only load against a real cluster (-kubeconfig F [-context C]) through the limiter
-  config   load the KUBERNETES_RATELIMIT* environment strictly and print the effective settings
-  status   with the Redis store: every shared budget, its use, waiters, processes and cooldown (-watch)
-`
 
 func main() {
 	// go-redis's lines about the store's calls (a dial failure each call
@@ -86,9 +83,12 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 // configCmd prints the effective settings as a table, or the configuration
 // error with exit status 2.
 func configCmd(args, environ []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 {
-		fmt.Fprintf(stderr, "kube-ratelimit config: unexpected argument %q\n", args[0])
-		return 2
+	fs := newFlagSet("config", "Loads the KUBERNETES_RATELIMIT* environment strictly and prints the effective\nsettings, each as its variable accepts it. Exits with status 2 when the\nconfiguration is invalid.", stderr)
+	if err := parseFlags(fs, args); err != nil {
+		return parseError("config", err, stderr)
+	}
+	if fs.NArg() > 0 {
+		return parseError("config", fmt.Errorf("unexpected argument %q", fs.Arg(0)), stderr)
 	}
 	cfg, err := k8sratelimit.LoadConfig(environ)
 	if err != nil {

@@ -56,10 +56,10 @@ func TestConfigCommand(t *testing.T) {
 			wantStatus: 0,
 			wantOut:    []string{`(?m)^KUBERNETES_RATELIMIT_ENABLED +false$`, "disabled"},
 		},
-		{name: "no command", wantStatus: 2, wantErr: []string{"usage"}},
+		{name: "no command", wantStatus: 2, wantErr: []string{"Usage: kube-ratelimit <command> [flags]"}},
 		{name: "unknown command", args: []string{"frobnicate"}, wantStatus: 2, wantErr: []string{`unknown command "frobnicate"`}},
 		{name: "extra argument", args: []string{"config", "x"}, wantStatus: 2, wantErr: []string{`unexpected argument "x"`}},
-		{name: "help", args: []string{"help"}, wantStatus: 0, wantOut: []string{"usage"}},
+		{name: "help", args: []string{"help"}, wantStatus: 0, wantOut: []string{`^Usage: kube-ratelimit <command> \[flags\]\n`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +10,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"k8s.io/utils/clock"
 
 	"github.com/k8sratelimit/k8sratelimit"
 	rlerrors "github.com/k8sratelimit/k8sratelimit/errors"
@@ -21,13 +22,18 @@ import (
 // the current window, waiting reservations, processes sharing it and the
 // cooldown left; -watch refreshes it.
 func statusCmd(args, environ []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("status", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("status", "With KUBERNETES_RATELIMIT_STORE=redis, prints every budget in Redis: used / limit\nin the current window, reservations waiting, processes sharing it, cooldown left\nand seats held / concurrency limit. With -watch it redraws the table in place\nwhen standard output is a terminal, and appends one table after another\notherwise.", stderr)
 	watch := fs.Bool("watch", false, "refresh until interrupted")
 	interval := fs.Duration("interval", 2*time.Second, "how often -watch refreshes")
 	owner := fs.String("owner", "", "show only the budgets of this owner (default: every owner)")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if err := parseFlags(fs, args); err != nil {
+		return parseError("status", err, stderr)
+	}
+	if fs.NArg() > 0 {
+		return parseError("status", fmt.Errorf("unexpected argument %q", fs.Arg(0)), stderr)
+	}
+	if *interval <= 0 {
+		return parseError("status", fmt.Errorf("-interval must be positive, not %v", *interval), stderr)
 	}
 	cfg, err := k8sratelimit.LoadConfig(environ)
 	if err != nil {
@@ -52,31 +58,100 @@ func statusCmd(args, environ []string, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	clk := clock.RealClock{}
+	v := statusView{
+		budgets:  s,
+		owner:    *owner,
+		clock:    clk,
+		out:      &screen{w: stdout, redraw: *watch && isTerminal(stdout)},
+		interval: *interval,
+	}
+	if *watch {
+		v.wait = func(ctx context.Context) bool {
+			select {
+			case <-ctx.Done():
+				return false
+			case <-clk.After(*interval):
+				return true
+			}
+		}
+	}
+	// The error names the address it failed on (go-redis's dial error), so
+	// the URL is not repeated before it.
+	if err := v.run(ctx); err != nil {
+		fmt.Fprintf(stderr, "kube-ratelimit status: reading the budgets from Redis: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// budgetLister is what status reads: *store.Redis.
+type budgetLister interface {
+	Budgets(ctx context.Context) ([]store.BudgetStatus, error)
+}
+
+// statusView prints the status table once, or again after each wait.
+type statusView struct {
+	budgets  budgetLister
+	owner    string // only this owner's budgets, when set
+	clock    clock.PassiveClock
+	out      *screen
+	interval time.Duration // of -watch, for the header
+	// wait waits for the next refresh and reports whether there is one;
+	// nil prints the table once.
+	wait func(ctx context.Context) bool
+}
+
+// run prints the table, and again after every wait until wait says stop.
+func (v statusView) run(ctx context.Context) error {
 	for {
-		if err := printStatus(ctx, s, *owner, stdout); err != nil {
-			fmt.Fprintf(stderr, "kube-ratelimit: reading %s: %v\n", cfg.RedisURL, err)
-			return 1
+		budgets, err := v.budgets.Budgets(ctx)
+		if err != nil {
+			return err
 		}
-		if !*watch {
-			return 0
+		v.out.next()
+		header := "Budgets in Redis at " + v.clock.Now().Format(time.TimeOnly)
+		if v.wait != nil {
+			header += fmt.Sprintf(" (every %v; Ctrl-C to stop)", v.interval)
 		}
-		select {
-		case <-ctx.Done():
-			return 0
-		case <-time.After(*interval):
+		fmt.Fprintln(v.out.w, header)
+		if err := printStatus(budgets, v.owner, v.out.w); err != nil {
+			return err
 		}
-		fmt.Fprintln(stdout)
+		if v.wait == nil || !v.wait(ctx) {
+			return nil
+		}
 	}
 }
 
-// printStatus prints one table of the budgets of owner (all when empty).
-func printStatus(ctx context.Context, s *store.Redis, owner string, w io.Writer) error {
-	budgets, err := s.Budgets(ctx)
-	if err != nil {
-		return err
+// screen is where status writes its tables. With redraw (standard output
+// is a terminal and -watch is on), each table replaces the one before:
+// the cursor goes home and the screen is cleared first. Otherwise (a file,
+// a pipe, a single table) tables are appended, a blank line apart, so that
+// the output reads as a log.
+type screen struct {
+	w      io.Writer
+	redraw bool
+	tables int
+}
+
+// clearScreen moves the cursor home (CSI H) and erases the screen (CSI 2J).
+const clearScreen = "\x1b[H\x1b[2J"
+
+// next starts a table.
+func (s *screen) next() {
+	switch {
+	case s.redraw:
+		fmt.Fprint(s.w, clearScreen)
+	case s.tables > 0:
+		fmt.Fprintln(s.w)
 	}
+	s.tables++
+}
+
+// printStatus prints one table of the budgets of owner (all when empty).
+func printStatus(budgets []store.BudgetStatus, owner string, w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "%s\n", time.Now().Format(time.TimeOnly))
 	fmt.Fprintln(tw, "BUDGET\tSTRATEGY\tUSED/LIMIT\tPER\tWAITING\tPROCESSES\tCOOLDOWN\tSEATS")
 	shown := 0
 	for _, b := range budgets {

@@ -3,12 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/k8sratelimit/k8sratelimit/internal/redistest"
 	"github.com/k8sratelimit/k8sratelimit/store"
@@ -48,6 +50,7 @@ func TestStatusCommandShowsSharedBudgets(t *testing.T) {
 	assert.Regexp(t, `(?m)^k8s:ops:api\.example\.com +window +3/3 +1m0s +1 +2 +(29\.\d|30)s +4/4$`, out,
 		"3 of 3 sent in the window, 1 waiting, 2 processes, the cooldown left, 4 of 4 seats held")
 	assert.Regexp(t, `(?m)^k8s:dev:api\.example\.com +window +1/3 +1m0s +0 +1 +- +-$`, out)
+	assert.Regexp(t, `^Budgets in Redis at \d\d:\d\d:\d\d\nBUDGET `, out)
 
 	stdout.Reset()
 	require.Equal(t, 0, run([]string{"status", "-owner", "dev"}, env, &stdout, &stderr), stderr.String())
@@ -59,4 +62,87 @@ func TestStatusCommandNeedsRedis(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	assert.Equal(t, 2, run([]string{"status"}, nil, &stdout, &stderr))
 	assert.Contains(t, stderr.String(), "KUBERNETES_RATELIMIT_STORE=redis")
+}
+
+// budgetsFunc is a budgetLister.
+type budgetsFunc func(ctx context.Context) ([]store.BudgetStatus, error)
+
+func (f budgetsFunc) Budgets(ctx context.Context) ([]store.BudgetStatus, error) { return f(ctx) }
+
+// watchView returns a statusView over a fixed budget whose watch refreshes
+// twice, each refresh one interval later on a fake clock.
+func watchView(out *screen) statusView {
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC))
+	waits := 0
+	return statusView{
+		budgets: budgetsFunc(func(context.Context) ([]store.BudgetStatus, error) {
+			return []store.BudgetStatus{{Key: "k8s:ops:api.example.com", Strategy: store.Window, Limit: 400, Timespan: time.Minute, Used: 12, Processes: 1}}, nil
+		}),
+		clock:    clk,
+		out:      out,
+		interval: 2 * time.Second,
+		wait: func(context.Context) bool {
+			waits++
+			clk.Step(2 * time.Second)
+			return waits < 3
+		},
+	}
+}
+
+// Not on a terminal, -watch appends one labelled table after another.
+func TestStatusWatchAppendsWhenNotATerminal(t *testing.T) {
+	var out bytes.Buffer
+	require.NoError(t, watchView(&screen{w: &out}).run(context.Background()))
+	got := out.String()
+	assert.NotContains(t, got, "\x1b[")
+	tables := strings.Split(got, "\n\n")
+	require.Len(t, tables, 3, got)
+	for i, at := range []string{"15:04:05", "15:04:07", "15:04:09"} {
+		assert.True(t, strings.HasPrefix(tables[i], "Budgets in Redis at "+at+" (every 2s; Ctrl-C to stop)\nBUDGET "), tables[i])
+		assert.Regexp(t, `(?m)^k8s:ops:api\.example\.com +window +12/400 +1m0s +0 +1 +- +-$`, tables[i])
+	}
+}
+
+// On a terminal, -watch redraws: every table starts by moving the cursor
+// home and clearing the screen.
+func TestStatusWatchRedrawsOnATerminal(t *testing.T) {
+	var out bytes.Buffer
+	require.NoError(t, watchView(&screen{w: &out, redraw: true}).run(context.Background()))
+	frames := strings.Split(out.String(), clearScreen)
+	require.Len(t, frames, 4, out.String())
+	assert.Empty(t, frames[0])
+	for _, f := range frames[1:] {
+		assert.True(t, strings.HasPrefix(f, "Budgets in Redis at "), f)
+		assert.False(t, strings.HasPrefix(f, "\n"))
+	}
+}
+
+// Without -watch the table is printed once, labelled with its time.
+func TestStatusOnce(t *testing.T) {
+	var out bytes.Buffer
+	v := watchView(&screen{w: &out})
+	v.wait = nil
+	require.NoError(t, v.run(context.Background()))
+	assert.True(t, strings.HasPrefix(out.String(), "Budgets in Redis at 15:04:05\nBUDGET "), out.String())
+	assert.Equal(t, 1, strings.Count(out.String(), "BUDGET"))
+}
+
+func TestStatusReadError(t *testing.T) {
+	var out bytes.Buffer
+	v := watchView(&screen{w: &out})
+	v.budgets = budgetsFunc(func(context.Context) ([]store.BudgetStatus, error) {
+		return nil, errors.New("dial tcp 127.0.0.1:1: connect: connection refused")
+	})
+	assert.EqualError(t, v.run(context.Background()), "dial tcp 127.0.0.1:1: connect: connection refused")
+	assert.Empty(t, out.String())
+}
+
+// An unreachable Redis is named once: go-redis's error says where it
+// dialled, so the command does not print the URL before it.
+func TestStatusCommandNamesUnreachableRedisOnce(t *testing.T) {
+	env := []string{"KUBERNETES_RATELIMIT_STORE=redis", "KUBERNETES_RATELIMIT_OWNER=ops", "KUBERNETES_RATELIMIT_REDIS_URL=redis://127.0.0.1:1"}
+	var stdout, stderr bytes.Buffer
+	assert.Equal(t, 1, run([]string{"status"}, env, &stdout, &stderr))
+	assert.True(t, strings.HasPrefix(stderr.String(), "kube-ratelimit status: reading the budgets from Redis: "), stderr.String())
+	assert.Equal(t, 1, strings.Count(stderr.String(), "127.0.0.1:1"), stderr.String())
 }
