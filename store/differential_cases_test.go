@@ -26,6 +26,61 @@ var diffRegressions = map[string]diffCase{
 		releaseOp(0, false),
 		confirmOp(0, true),
 	}},
+	// The Redis store reserved a held request afresh when its slot came
+	// within a timespan. With a jitter of a timespan or more its base slot
+	// had come by then: it was admitted at once, without its jitter,
+	// earlier than the memory store's slot.
+	"HeldRequestWithJitterOfATimespan": {policy: windowPolicy(4, 2), queue: true, free: true, ops: []diffOp{
+		reserveOp(halfSteps(0), 0),
+		reserveOp(halfSteps(1), diffStep),
+		reserveOp(halfSteps(0), 0),
+		reserveOp(halfSteps(2), 0),
+		reserveOp(store.NoMaxWait, 2*diffStep),
+		advanceOp(3 * diffStep),
+		setCooldownOp(4 * diffStep),
+		wakeOp(2*diffStep, 0, false),
+	}},
+	// A held request reserved afresh after a cooldown got its jitter
+	// again after the cooldown's end, later than the memory store's slot,
+	// which the cooldown did not move.
+	"HeldRequestAfterCooldown": {policy: windowPolicy(1, 4), queue: true, free: true, ops: []diffOp{
+		reserveOp(store.NoMaxWait, 0),
+		reserveOp(halfSteps(11), 2*diffStep),
+		reserveOp(store.NoMaxWait, 2*diffStep),
+		reserveOp(store.NoMaxWait, 0),
+		setCooldownOp(6 * diffStep),
+		wakeOp(0, 0, false),
+	}},
+	// The Redis store took the L-th latest held request by arrival, where
+	// jitter had put an earlier arrival later: a newcomer queued behind
+	// them waited longer than the memory store's slot.
+	"HeldSlotsOutOfOrder": {policy: windowPolicy(2, 1), queue: true, ops: []diffOp{
+		reserveOp(store.NoMaxWait, 0),
+		reserveOp(store.NoMaxWait, 0),
+		reserveOp(store.NoMaxWait, 2*diffStep),
+		reserveOp(store.NoMaxWait, 0),
+		reserveOp(store.NoMaxWait, diffStep),
+	}},
+	// A request admitted at once while others were held raised the
+	// window's floor past a held request's slot before jitter; the Redis
+	// store then took that slot as no longer its own and reserved it
+	// afresh, earlier than the memory store.
+	"HeldRequestAfterASendAtOnce": {policy: windowPolicy(4, 1), queue: true, ops: []diffOp{
+		reserveOp(store.NoMaxWait, 0),
+		reserveOp(store.NoMaxWait, 0),
+		reserveOp(store.NoMaxWait, 0),
+		reserveOp(halfSteps(0), 0),
+		reserveOp(store.NoMaxWait, 0),
+		reserveOp(store.NoMaxWait, 2*diffStep),
+		reserveOp(halfSteps(1), 0),
+		advanceOp(diffStep),
+		reserveOp(0, 0),
+		reserveOp(store.NoMaxWait, 0),
+		reserveOp(halfSteps(2), 0),
+		reserveOp(store.NoMaxWait, diffStep),
+		confirmOp(524, false),
+		reserveOp(store.NoMaxWait, 0),
+	}},
 }
 
 // diffKnown are reduced sequences on which the stores still disagree, and
@@ -41,31 +96,6 @@ var diffKnown = map[string]diffCase{
 		reserveOp(halfSteps(2), diffStep),
 		releaseOp(0, false),
 		reserveOp(store.NoMaxWait, 0),
-	}},
-	// A held request is reserved afresh when its slot comes within a
-	// timespan. With a jitter of a timespan or more its base slot has
-	// come by then: it is admitted at once, without its jitter, earlier
-	// than the memory store's slot.
-	"HeldRequestWithJitterOfATimespan": {policy: windowPolicy(4, 2), queue: true, free: true, ops: []diffOp{
-		reserveOp(halfSteps(0), 0),
-		reserveOp(halfSteps(1), diffStep),
-		reserveOp(halfSteps(0), 0),
-		reserveOp(halfSteps(2), 0),
-		reserveOp(store.NoMaxWait, 2*diffStep),
-		advanceOp(3 * diffStep),
-		setCooldownOp(4 * diffStep),
-		wakeOp(2*diffStep, 0, false),
-	}},
-	// A held request reserved afresh after a cooldown gets its jitter
-	// again after the cooldown's end, later than the memory store's slot,
-	// which the cooldown did not move.
-	"HeldRequestAfterCooldown": {policy: windowPolicy(1, 4), queue: true, free: true, ops: []diffOp{
-		reserveOp(store.NoMaxWait, 0),
-		reserveOp(halfSteps(11), 2*diffStep),
-		reserveOp(store.NoMaxWait, 2*diffStep),
-		reserveOp(store.NoMaxWait, 0),
-		setCooldownOp(6 * diffStep),
-		wakeOp(0, 0, false),
 	}},
 	// A late confirmation moves the reservations it crowds; the Redis
 	// store does not move the estimates of the requests it holds, and

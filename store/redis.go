@@ -343,12 +343,15 @@ const (
 
 // reserve runs the reserve script of p's strategy for member id, queued
 // after the requests held in-process (held). ahead bounds how far a
-// reservation may be recorded.
-func (s *Redis) reserve(ctx context.Context, b *redisBudget, p Policy, r Request, id uint64, held []*heldRequest, ahead time.Duration) (reply, error) {
+// reservation may be recorded. promoted, when not nil, is the held request
+// id being recorded: at its estimated slot, where what Redis holds leaves
+// room for it there.
+func (s *Redis) reserve(ctx context.Context, b *redisBudget, p Policy, r Request, id uint64, held []*heldRequest, ahead time.Duration, promoted *heldRequest) (reply, error) {
 	limit := max(p.Limit, 1)
 	span := max(p.Timespan, time.Microsecond)
-	args := append(s.args(b, p, false, 11), limit, µs(r.MaxWait), µs(r.Jitter), s.member(id), len(held), µs(ahead))
+	args := append(s.args(b, p, false, 13), limit, µs(r.MaxWait), µs(r.Jitter), s.member(id), len(held), µs(ahead))
 	sc := scriptReserveWindow
+	var latest string // window: the latest slots of the held requests
 	if p.Strategy == Linear {
 		interval := max(span/time.Duration(limit), time.Microsecond)
 		var tat int64
@@ -358,18 +361,25 @@ func (s *Redis) reserve(ctx context.Context, b *redisBudget, p Policy, r Request
 		args = append(args, tat, µs(interval), µs(interval)*int64(max(p.Burst, 1)-1))
 		sc = scriptReserveLinear
 	} else {
-		var floor, lth int64 = 0, -1
+		var floor int64
 		if n := len(held); n > 0 {
 			floor = held[n-1].mark
-			if n >= limit {
-				lth = held[n-limit].slot
-			}
 		}
+		var first int
+		first, latest = latestHeld(held, limit)
 		sentAtOnce := "1" // a held request being recorded (ahead == NoMaxWait) confirms
 		if ahead == NoMaxWait {
 			sentAtOnce = "0"
 		}
-		args = append(args, floor, lth, sentAtOnce)
+		args = append(args, floor, first, sentAtOnce)
+	}
+	var est, estMark int64
+	if promoted != nil {
+		est, estMark = promoted.slot, promoted.mark
+	}
+	args = append(args, est, estMark)
+	if p.Strategy != Linear {
+		args = append(args, latest)
 	}
 	v, err := s.call(ctx, sc, b, args)
 	if err != nil {
@@ -410,7 +420,7 @@ func (s *Redis) Reserve(ctx context.Context, key string, p Policy, r Request) (R
 		// them, holding the lock so that the queue's order is the order of
 		// the estimates.
 		defer b.mu.Unlock()
-		rep, err := s.reserve(ctx, b, p, r, id, b.held, p.Timespan)
+		rep, err := s.reserve(ctx, b, p, r, id, b.held, p.Timespan, nil)
 		if err != nil {
 			return failed(s, ctx, err, fallback)
 		}
@@ -418,7 +428,7 @@ func (s *Redis) Reserve(ctx context.Context, key string, p Policy, r Request) (R
 	}
 	b.mu.Unlock()
 
-	rep, err := s.reserve(ctx, b, p, r, id, nil, p.Timespan)
+	rep, err := s.reserve(ctx, b, p, r, id, nil, p.Timespan, nil)
 	if err != nil {
 		return failed(s, ctx, err, fallback)
 	}
@@ -427,7 +437,7 @@ func (s *Redis) Reserve(ctx context.Context, key string, p Policy, r Request) (R
 	if rep.status == toHold && len(b.held) > 0 {
 		// Another request of this process was held meanwhile: estimate
 		// again behind it.
-		if rep, err = s.reserve(ctx, b, p, r, id, b.held, p.Timespan); err != nil {
+		if rep, err = s.reserve(ctx, b, p, r, id, b.held, p.Timespan, nil); err != nil {
 			return failed(s, ctx, err, fallback)
 		}
 	}
@@ -526,7 +536,7 @@ func (s *Redis) confirm(ctx context.Context, b *redisBudget, id uint64) (time.Du
 	case left < 0:
 		// Redis lost it (restarted, or this process's presence lapsed):
 		// take a slot again under the same ID.
-		rep, err := s.reserve(ctx, b, p, Request{MaxWait: NoMaxWait}, id, nil, NoMaxWait)
+		rep, err := s.reserve(ctx, b, p, Request{MaxWait: NoMaxWait}, id, nil, NoMaxWait, nil)
 		if err != nil {
 			return s.failedConfirm(ctx, b, id, 0, err)
 		}

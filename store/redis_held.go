@@ -2,6 +2,9 @@ package store
 
 import (
 	"context"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -13,6 +16,44 @@ type heldRequest struct {
 	jitter time.Duration
 	slot   int64 // estimated, on the server's clock, µs
 	mark   int64 // as reply.mark
+}
+
+// heldSent bounds how many slots of held requests a reserve sends to
+// Redis to place the L-th latest instant of the window among them.
+const heldSent = 64
+
+// latestHeld returns what a window's reserve script needs of the slots
+// of the held requests to find the L-th latest instant of the window
+// (limit L) among those recorded in Redis and those held: the j-th to the
+// min(len(held), L)-th latest held slots, latest first, separated by
+// spaces, and j (0 when none are held). Jitter may leave held slots out
+// of arrival order. At most heldSent slots are sent; the script then
+// bounds the instant from above (see lua/reserve_window.lua), which may
+// only delay a request, never let the window hold more than L.
+func latestHeld(held []*heldRequest, limit int) (int, string) {
+	n := len(held)
+	if n == 0 {
+		return 0, ""
+	}
+	slots := make([]int64, n)
+	ordered := true
+	for i, h := range held {
+		slots[i] = h.slot
+		ordered = ordered && (i == 0 || slots[i-1] <= h.slot)
+	}
+	if !ordered {
+		slices.Sort(slots)
+	}
+	last := min(n, limit) // the last-th latest held slot is the last sent
+	first := max(1, last-heldSent+1)
+	var b strings.Builder
+	for j := first; j <= last; j++ {
+		if j > first {
+			b.WriteByte(' ')
+		}
+		b.WriteString(strconv.FormatInt(slots[n-j], 10))
+	}
+	return first, b.String()
 }
 
 // holdLocked queues request id, whose slot is estimated wait away, in
@@ -43,11 +84,14 @@ func (s *Redis) promoteDueLocked(ctx context.Context, b *redisBudget) error {
 	return nil
 }
 
-// promoteFirstLocked records the first held request in Redis at the
-// earliest slot it now has, whatever the wait. b.mu must be held.
+// promoteFirstLocked records the first held request in Redis at the slot
+// it was estimated, with its jitter, as the memory store would have kept
+// it; at the earliest slot it now has, whatever the wait, only where what
+// other processes recorded meanwhile leaves no room there. b.mu must be
+// held.
 func (s *Redis) promoteFirstLocked(ctx context.Context, b *redisBudget) error {
 	h := b.held[0]
-	rep, err := s.reserve(ctx, b, b.policy, Request{MaxWait: NoMaxWait, Jitter: h.jitter}, h.id, nil, NoMaxWait)
+	rep, err := s.reserve(ctx, b, b.policy, Request{MaxWait: NoMaxWait, Jitter: h.jitter}, h.id, nil, NoMaxWait, h)
 	if err != nil {
 		return err
 	}

@@ -3,12 +3,14 @@
 -- requests of this process wait in-process before it, [12] how far ahead
 -- (µs) a reservation may be recorded, [13] the theoretical arrival time
 -- after those held requests (0: none), [14] interval (µs), [15] burst
--- allowance tau (µs).
+-- allowance tau (µs), [16] the estimated slot of the held request being
+-- recorded (0: none), [17] the theoretical arrival time after it.
 -- Returns {status, wait µs, cooling 0/1, now µs, tat µs, processes, rank}: as
 -- reserve_window, with the theoretical arrival time after this request.
 local limit, maxwait, jit = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
 local member, held, horizon = ARGV[10], tonumber(ARGV[11]), tonumber(ARGV[12])
 local heldTat, interval, tau = tonumber(ARGV[13]), tonumber(ARGV[14]), tonumber(ARGV[15])
+local est, estTat = tonumber(ARGV[16]), tonumber(ARGV[17])
 
 local st = redis.call('HMGET', M, 'cd', 'tat', 'nf', 'ren')
 local cd = tonumber(st[1]) or 0
@@ -21,6 +23,18 @@ local t0 = math.max(now, cd)
 -- already counts them.
 local tat = math.max((tonumber(st[2]) or 0) + held * interval, heldTat)
 local slot = math.max(t0, tat - tau)
+
+-- A held request keeps the slot it was estimated, jitter and all, where
+-- what was recorded since leaves room for it there (see reserve_window).
+if est > 0 and est >= cd and est >= tat - tau then
+  if est > now then
+    redis.call('ZADD', W, est, member)
+    here(true)
+  end
+  local after = math.max(estTat, math.max(tat, est) + interval)
+  redis.call('HSET', M, 'tat', after)
+  return {1, math.max(est - now, 0), cooling, now, after, procs, rank}
+end
 
 local at = claim(tonumber(st[3]) or 0, t0, slot, member, maxwait)
 if at then
