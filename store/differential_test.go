@@ -86,7 +86,8 @@ func halfSteps(n int) time.Duration { return time.Duration(n)*diffStep + diffSte
 // and exercise everything: jitter, releases, cooldowns, late
 // confirmations. The others queue requests further ahead, which the Redis
 // store holds in-process and records when their slots come within a
-// timespan, with jitter but no release or cooldown: see diffKnown for why.
+// timespan, with jitter and late confirmations but no release or
+// cooldown: see diffKnown for why.
 func generate(seed uint64) diffCase {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	queue := seed%4 >= 2
@@ -123,9 +124,7 @@ func generate(seed uint64) diffCase {
 			o.kind = opConfirm
 		case x < 65:
 			o.kind = opWake
-			if !queue {
-				o.d = steps(span + 1)
-			}
+			o.d = steps(span + 1)
 		case x < 75 && !queue:
 			o.kind = opRelease
 		case x < 81 && !queue:
@@ -178,7 +177,11 @@ func play(t *testing.T, client *redis.Client, c diffCase) error {
 	}})
 	defer func() { require.NoError(t, r.red.Close()) }()
 	for i, o := range c.ops {
-		if err := r.apply(o); err != nil {
+		err := r.apply(o)
+		if errors.Is(err, errUndecided) {
+			return nil // the rest of the sequence would compare different budgets
+		}
+		if err != nil {
 			return fmt.Errorf("op %d %s: %w", i, o, err)
 		}
 		if e := r.fell.Load(); e != nil {
@@ -189,14 +192,8 @@ func play(t *testing.T, client *redis.Client, c diffCase) error {
 }
 
 // lateness returns how late a confirmation may come: less than a
-// timespan, and not at all while the Redis store may hold requests
-// in-process (waits beyond a timespan).
-func (r *diffRun) lateness() time.Duration {
-	if r.queue {
-		return diffStep / 2
-	}
-	return r.p.Timespan - diffStep/2
-}
+// timespan.
+func (r *diffRun) lateness() time.Duration { return r.p.Timespan - diffStep/2 }
 
 // now returns the memory store's time since the sequence started.
 func (r *diffRun) now() time.Duration { return r.clk.Since(r.start) }
@@ -242,6 +239,12 @@ func (r *diffRun) apply(o diffOp) error {
 		d, err := r.red.Reserve(r.ctx, diffKey, r.p, store.Request{MaxWait: o.maxWait, Jitter: o.jitter})
 		if err != nil {
 			return err
+		}
+		if m.OK != d.OK && o.maxWait != store.NoMaxWait && near(m.Wait, o.maxWait) && near(d.Wait, o.maxWait) {
+			// A slot at the MaxWait itself (a jitter cut short there, its
+			// slot released and moved by whole steps): the time the Redis
+			// store sees pass decides it either way.
+			return errUndecided
 		}
 		if m.OK != d.OK || m.Cooldown != d.Cooldown || (m.ID != 0) != (d.ID != 0) || (m.Wait != 0) != (d.Wait != 0) || !near(m.Wait, d.Wait) {
 			return fmt.Errorf("memory %+v, redis %+v", m, d)
@@ -296,6 +299,10 @@ func (r *diffRun) apply(o diffOp) error {
 	}
 	return nil
 }
+
+// errUndecided reports a decision that the real time passing between
+// the calls may tip either way, on which the stores may part.
+var errUndecided = errors.New("undecided")
 
 func near(a, b time.Duration) bool { return (a - b).Abs() <= diffTolerance }
 

@@ -519,14 +519,29 @@ func (s *Redis) confirm(ctx context.Context, b *redisBudget, id uint64) (time.Du
 		// Recorded just now with its slot come: confirm it like any other,
 		// so that the window records it as sent, when it is sent.
 	}
+	holding := "0"
+	if len(b.held) > 0 {
+		holding = "1"
+	}
 	b.mu.Unlock()
-	v, err := s.call(ctx, scriptConfirm, b, append(s.args(b, p, false, 2), s.member(id), max(p.Limit, 1)))
+	v, err := s.call(ctx, scriptConfirm, b, append(s.args(b, p, false, 3), s.member(id), max(p.Limit, 1), holding))
 	if err != nil {
 		return s.failedConfirm(ctx, b, id, 0, err)
 	}
-	left := v.(int64)
+	a, _ := v.([]any)
+	if len(a) == 0 {
+		return 0, fmt.Errorf("store: unexpected reply %v", v)
+	}
+	left, _ := a[0].(int64)
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if len(a) > 1 {
+		tail := make([]int64, len(a)-1)
+		for i, x := range a[1:] {
+			tail[i], _ = x.(int64)
+		}
+		s.crowdHeldLocked(b, tail)
+	}
 	_, mine := b.outstanding[id]
 	switch {
 	case !mine:
@@ -614,12 +629,12 @@ func (s *Redis) SetCooldown(ctx context.Context, key string, p Policy, d time.Du
 		return failed(s, ctx, err, func() (time.Duration, error) { return local, nil })
 	}
 	a, _ := v.([]any)
-	if len(a) != 2 {
+	if len(a) != 3 {
 		return 0, fmt.Errorf("store: unexpected reply %v", v)
 	}
-	left, moved := a[0].(int64), a[1].(int64)
+	left, moved, now := a[0].(int64), a[1].(int64), a[2].(int64)
 	b.mu.Lock()
-	s.shiftHeldLocked(b, left, moved)
+	s.shiftHeldLocked(b, now+left, moved)
 	b.mu.Unlock()
 	return time.Duration(left) * time.Microsecond, nil
 }

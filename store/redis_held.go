@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"strconv"
@@ -155,22 +156,71 @@ func (s *Redis) until(at int64) time.Duration {
 }
 
 // shiftHeldLocked moves the estimates of held requests after a cooldown
-// that ends left µs from now and moved the recorded reservations by moved
-// µs: by the same amount, or so that the first starts at its end when
-// nothing recorded was ahead. b.mu must be held.
-func (s *Redis) shiftHeldLocked(b *redisBudget, left, moved int64) {
+// that ends at end (µs of the server's clock) and moved the recorded
+// reservations by moved µs: by the same amount, or so that the earliest
+// starts at its end when nothing recorded was ahead. b.mu must be held.
+func (s *Redis) shiftHeldLocked(b *redisBudget, end, moved int64) {
 	if len(b.held) == 0 {
 		return
 	}
 	delta := moved
-	if end := s.serverµs() + left; delta == 0 && b.held[0].slot < end {
-		delta = end - b.held[0].slot
+	earliest := b.held[0].slot
+	for _, h := range b.held {
+		earliest = min(earliest, h.slot) // jitter may leave them out of order
+	}
+	if delta == 0 && earliest < end {
+		delta = end - earliest
 	}
 	for _, h := range b.held {
 		h.slot += delta
 		h.mark += delta
 	}
 	s.schedulePromotionLocked(b)
+}
+
+// crowdHeldLocked moves the estimates of the held requests after a late
+// send moved reservations recorded in Redis, tail being the instants of
+// the L latest of them, in order: as the memory store moves the
+// reservations a late send crowds, each held request, in time order,
+// comes no earlier than the entry before it, nor than one timespan after
+// the L-th entry before it. b.mu must be held.
+func (s *Redis) crowdHeldLocked(b *redisBudget, tail []int64) {
+	if len(b.held) == 0 {
+		return
+	}
+	limit, span := max(b.policy.Limit, 1), µs(max(b.policy.Timespan, time.Microsecond))
+	held := slices.Clone(b.held)
+	slices.SortStableFunc(held, func(x, y *heldRequest) int { return cmp.Compare(x.slot, y.slot) })
+	// The entries in time order, those recorded first at the same instant.
+	type entry struct {
+		at int64
+		h  *heldRequest
+	}
+	all := make([]entry, 0, len(tail)+len(held))
+	i := 0
+	for _, h := range held {
+		for ; i < len(tail) && tail[i] <= h.slot; i++ {
+			all = append(all, entry{at: tail[i]})
+		}
+		all = append(all, entry{at: h.slot, h: h})
+	}
+	moved := false
+	for j := range all {
+		x := &all[j]
+		if x.h == nil || j == 0 {
+			continue
+		}
+		want := all[j-1].at
+		if j >= limit {
+			want = max(want, all[j-limit].at+span)
+		}
+		if want > x.at {
+			x.at, x.h.slot, moved = want, want, true
+		}
+	}
+	if moved {
+		s.schedulePromotionLocked(b)
+	}
 }
 
 // schedulePromotionLocked arms the timer that promotes the first held
