@@ -333,6 +333,7 @@ type reply struct {
 	cooling bool
 	now     int64 // the server's time of the decision, µs
 	mark    int64 // window: the slot before jitter; linear: the theoretical arrival time after it; µs
+	base    int64 // the slot before jitter, µs
 }
 
 const (
@@ -349,7 +350,7 @@ const (
 func (s *Redis) reserve(ctx context.Context, b *redisBudget, p Policy, r Request, id uint64, held []*heldRequest, ahead time.Duration, promoted *heldRequest) (reply, error) {
 	limit := max(p.Limit, 1)
 	span := max(p.Timespan, time.Microsecond)
-	args := append(s.args(b, p, false, 13), limit, µs(r.MaxWait), µs(r.Jitter), s.member(id), len(held), µs(ahead))
+	args := append(s.args(b, p, false, 14), limit, µs(r.MaxWait), µs(r.Jitter), s.member(id), len(held), µs(ahead))
 	sc := scriptReserveWindow
 	var latest string // window: the latest slots of the held requests
 	if p.Strategy == Linear {
@@ -374,10 +375,14 @@ func (s *Redis) reserve(ctx context.Context, b *redisBudget, p Policy, r Request
 		args = append(args, floor, first, sentAtOnce)
 	}
 	var est, estMark int64
+	released := "0"
 	if promoted != nil {
 		est, estMark = promoted.slot, promoted.mark
+		if promoted.freed {
+			released = "1"
+		}
 	}
-	args = append(args, est, estMark)
+	args = append(args, est, estMark, released)
 	if p.Strategy != Linear {
 		args = append(args, latest)
 	}
@@ -386,11 +391,11 @@ func (s *Redis) reserve(ctx context.Context, b *redisBudget, p Policy, r Request
 		return reply{}, err
 	}
 	a, ok := v.([]any)
-	if !ok || len(a) != 7 {
+	if !ok || len(a) != 8 {
 		return reply{}, fmt.Errorf("store: unexpected reply %v", v)
 	}
 	n := func(i int) int64 { x, _ := a[i].(int64); return x }
-	rep := reply{status: n(0), wait: time.Duration(n(1)) * time.Microsecond, cooling: n(2) == 1, now: n(3), mark: n(4)}
+	rep := reply{status: n(0), wait: time.Duration(n(1)) * time.Microsecond, cooling: n(2) == 1, now: n(3), mark: n(4), base: n(7)}
 	if rep.status == recorded && rep.wait > 0 && args[5] == "2" {
 		b.lastHere.Store(s.localµs()) // the script refreshed the presence
 	}
@@ -447,6 +452,9 @@ func (s *Redis) Reserve(ctx context.Context, key string, p Policy, r Request) (R
 // answerLocked turns a reserve script's reply into a Reservation, holding
 // the request in-process when the script said so. b.mu must be held.
 func (s *Redis) answerLocked(b *redisBudget, id uint64, r Request, rep reply) Reservation {
+	if res, ok := s.claimHeldLocked(b, id, r, rep); ok {
+		return res
+	}
 	res := Reservation{OK: rep.status != refused, Wait: rep.wait, Cooldown: rep.cooling}
 	switch {
 	case rep.status == refused:
@@ -597,7 +605,7 @@ func (s *Redis) Release(ctx context.Context, key string, id uint64) error {
 	}
 	b.mu.Lock()
 	delete(b.ready, id)
-	if s.unholdLocked(b, id) {
+	if s.releaseHeldLocked(b, id) {
 		b.mu.Unlock()
 		return nil
 	}

@@ -11,12 +11,16 @@ import (
 
 // heldRequest is a request whose slot lies more than one timespan ahead:
 // it waits in-process, in arrival order, and is recorded in Redis once its
-// slot comes within a timespan.
+// slot comes within a timespan. A released one stays, freed, as the memory
+// store keeps a released slot: it still counts, so that the estimates
+// after it stay valid, and a newcomer of this process may claim it; it is
+// recorded in Redis as a released slot.
 type heldRequest struct {
 	id     uint64
 	jitter time.Duration
 	slot   int64 // estimated, on the server's clock, µs
 	mark   int64 // as reply.mark
+	freed  bool  // released: no longer in heldByID
 }
 
 // heldSent bounds how many slots of held requests a reserve sends to
@@ -98,6 +102,9 @@ func (s *Redis) promoteFirstLocked(ctx context.Context, b *redisBudget) error {
 	}
 	b.held[0] = nil
 	b.held = b.held[1:]
+	if h.freed {
+		return nil // recorded as a released slot, where it still fits
+	}
 	delete(b.heldByID, h.id)
 	if rep.wait > 0 || b.policy.Strategy != Linear {
 		// A window records the send instant: its Confirm moves it to when
@@ -133,8 +140,51 @@ func (s *Redis) confirmHeldLocked(ctx context.Context, b *redisBudget, h *heldRe
 	return s.until(h.slot), nil
 }
 
-// unholdLocked drops a held request that will not be used. It reports
-// whether id was held. b.mu must be held.
+// releaseHeldLocked frees a held request that will not be used, keeping
+// its slot for a newcomer. It reports whether id was held. b.mu must be
+// held.
+func (s *Redis) releaseHeldLocked(b *redisBudget, id uint64) bool {
+	h, ok := b.heldByID[id]
+	if !ok {
+		return false
+	}
+	delete(b.heldByID, id)
+	h.freed = true
+	return true
+}
+
+// claimHeldLocked gives request id, which the reserve script answered
+// with rep, the earliest slot a held request of this process released, as
+// the memory store gives a newcomer the earliest released slot from now
+// up to its own slot before jitter, without jitter: refused when that
+// slot lies beyond r.MaxWait. ok is false when there is none to claim.
+// b.mu must be held.
+func (s *Redis) claimHeldLocked(b *redisBudget, id uint64, r Request, rep reply) (res Reservation, ok bool) {
+	if rep.status == recorded {
+		return Reservation{}, false // at once, or a slot released in Redis
+	}
+	var claim *heldRequest
+	for _, h := range b.held {
+		if h.freed && h.slot >= rep.now && h.slot <= rep.base && (claim == nil || h.slot < claim.slot) {
+			claim = h
+		}
+	}
+	if claim == nil {
+		return Reservation{}, false
+	}
+	wait := time.Duration(claim.slot-rep.now) * time.Microsecond
+	res = Reservation{OK: wait <= r.MaxWait, Wait: wait, Cooldown: rep.cooling}
+	if !res.OK {
+		return res, true
+	}
+	claim.id, claim.jitter, claim.freed = id, 0, false
+	b.heldByID[id] = claim
+	res.ID = id
+	return res, true
+}
+
+// unholdLocked drops a held request that leaves without Redis (sent
+// during an outage). It reports whether id was held. b.mu must be held.
 func (s *Redis) unholdLocked(b *redisBudget, id uint64) bool {
 	h, ok := b.heldByID[id]
 	if !ok {

@@ -7,9 +7,11 @@
 -- 1 when a request admitted at once is sent without a Confirm (0 for a
 -- held request being recorded, whose waiter confirms), [16] the
 -- estimated slot of the held request being recorded (0: none), [17] its
--- slot before jitter, [18] the j-th to the min(held, L)-th latest slots of
--- the held requests, latest first, separated by spaces.
--- Returns {status, wait µs, cooling 0/1, now µs, base µs, processes, rank}:
+-- slot before jitter, [18] 1 when that held request was released (its
+-- slot is recorded as released), [19] the j-th to the min(held, L)-th
+-- latest slots of the held requests, latest first, separated by spaces.
+-- Returns {status, wait µs, cooling 0/1, now µs, base µs, processes, rank,
+-- base µs}:
 -- status 0 refused, 1 recorded, 2 to be held in-process (nothing
 -- recorded); processes and rank -1 when not counted.
 local limit, maxwait, jit = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
@@ -47,7 +49,7 @@ else
   -- given, R_(L-first+1) bounds it from above: taken then, it can only
   -- delay the request.
   local hs = {}
-  for x in string.gmatch(ARGV[18], '%d+') do hs[#hs + 1] = tonumber(x) end
+  for x in string.gmatch(ARGV[19], '%d+') do hs[#hs + 1] = tonumber(x) end
   local last = heldFirst + #hs - 1
   local r = {}
   local lo, hi = math.max(limit - last, 1), limit - heldFirst + 1
@@ -71,17 +73,23 @@ slot = math.max(slot, after)
 -- waiter's Confirm then moves it to when it really leaves). It claims no
 -- released slot: reservations already queued keep theirs.
 if est > 0 and est >= cd and est >= after then
-  redis.call('ZADD', W, est, member)
+  if ARGV[18] == '1' then
+    redis.call('ZADD', W, est, '~' .. member)
+    redis.call('ZADD', F, est, '~' .. member)
+    redis.call('HINCRBY', M, 'nf', 1)
+  else
+    redis.call('ZADD', W, est, member)
+    if est > now then here(true) end
+  end
   redis.call('HSET', M, 'last', math.max(last, estBase))
-  if est > now then here(true) end
-  return {1, math.max(est - now, 0), cooling, now, estBase, procs, rank}
+  return {1, math.max(est - now, 0), cooling, now, estBase, procs, rank, estBase}
 end
 
 -- A released slot between the cooldown's end and that instant is claimed.
 local at = claim(tonumber(st[3]) or 0, math.max(now, cd), slot, member, maxwait, named)
 if at then
-  if at - now > maxwait then return {0, at - now, cooling, now, at, procs, rank} end
-  return {1, at - now, cooling, now, at, procs, rank}
+  if at - now > maxwait then return {0, at - now, cooling, now, at, procs, rank, at} end
+  return {1, at - now, cooling, now, at, procs, rank, at}
 end
 
 local base, wait = slot, slot - now
@@ -89,9 +97,9 @@ if wait > 0 then
   slot = slot + jitter(wait, jit, maxwait)
   wait = slot - now
 end
-if wait > maxwait then return {0, wait, cooling, now, base, procs, rank} end
-if wait > 0 and (held > 0 or wait > horizon) then return {2, wait, cooling, now, base, procs, rank} end
+if wait > maxwait then return {0, wait, cooling, now, base, procs, rank, base} end
+if wait > 0 and (held > 0 or wait > horizon) then return {2, wait, cooling, now, base, procs, rank, base} end
 redis.call('ZADD', W, slot, named(wait))
 redis.call('HSET', M, 'last', base)
 if wait > 0 then here(true) end
-return {1, wait, cooling, now, base, procs, rank}
+return {1, wait, cooling, now, base, procs, rank, base}
