@@ -105,14 +105,19 @@ var diffRegressions = map[string]diffCase{
 	}},
 }
 
-// diffKnown are reduced sequences on which the stores still disagree, and
-// which the random sequences keep out of their way. Each must still
-// disagree: once it no longer does, it belongs in diffRegressions.
+// diffKnown are reduced sequences on which the stores still disagree. Each
+// must still disagree: once it no longer does, it belongs in
+// diffRegressions.
 var diffKnown = map[string]diffCase{
 	// A confirmation a timespan or more after its slot: the Redis store
-	// has dropped the reservation (linear: renew; window: the trim of
-	// every reserve) and reserves a slot again, where the memory store
-	// sends at once.
+	// has dropped the reservation (linear: renew, which keeps the budget's
+	// keys bounded against reservations whose waiters never come back) and
+	// reserves a slot again, where the memory store sends at once. Redis
+	// then cannot tell a reservation dropped for its age, which may be sent
+	// at once, from one freed because this process's presence lapsed
+	// (SPEC §7a) or lost with a restart, whose send would go uncounted;
+	// telling them apart needs a bounded trace of the dropped ones, not
+	// built yet. The random sequences confirm less than a timespan late.
 	"ConfirmationATimespanLate": {policy: linearPolicy(2, 2, 1), free: true, ops: []diffOp{
 		reserveOp(halfSteps(3), 0),
 		reserveOp(halfSteps(3), 0),
@@ -125,7 +130,10 @@ var diffKnown = map[string]diffCase{
 	// Entries of a window at the same instant are ordered by member name
 	// in Redis, not by arrival: a late confirmation moves a released slot
 	// reserved before it at the same instant, as if it came after it, where
-	// the memory store leaves it.
+	// the memory store leaves it. Ordering them by arrival needs member
+	// names that sort by arrival ahead of the marks of sends and released
+	// slots, which every script reads; not done yet. The random sequences
+	// do not avoid it: beyond the default ones, seed 2400 meets it.
 	"ReleasedSlotAtTheSameInstant": {policy: windowPolicy(3, 3), free: true, ops: []diffOp{
 		setCooldownOp(5 * diffStep),
 		advanceOp(3 * diffStep),
