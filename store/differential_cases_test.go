@@ -26,26 +26,10 @@ var diffRegressions = map[string]diffCase{
 		releaseOp(0, false),
 		confirmOp(0, true),
 	}},
-}
-
-// diffKnown are reduced sequences on which the stores still disagree, and
-// which the random sequences keep out of their way. Each must still
-// disagree: once it no longer does, it belongs in diffRegressions.
-var diffKnown = map[string]diffCase{
-	// A request the Redis store holds in-process (its slot more than a
-	// timespan ahead) leaves nothing in Redis when released: a newcomer
-	// gets the earliest slot that fits, where the memory store gives it
-	// the released slot, later.
-	"ReleaseOfHeldRequest": {policy: windowPolicy(1, 1), queue: true, free: true, ops: []diffOp{
-		reserveOp(store.NoMaxWait, diffStep),
-		reserveOp(halfSteps(2), diffStep),
-		releaseOp(0, false),
-		reserveOp(store.NoMaxWait, 0),
-	}},
-	// A held request is reserved afresh when its slot comes within a
-	// timespan. With a jitter of a timespan or more its base slot has
-	// come by then: it is admitted at once, without its jitter, earlier
-	// than the memory store's slot.
+	// The Redis store reserved a held request afresh when its slot came
+	// within a timespan. With a jitter of a timespan or more its base slot
+	// had come by then: it was admitted at once, without its jitter,
+	// earlier than the memory store's slot.
 	"HeldRequestWithJitterOfATimespan": {policy: windowPolicy(4, 2), queue: true, free: true, ops: []diffOp{
 		reserveOp(halfSteps(0), 0),
 		reserveOp(halfSteps(1), diffStep),
@@ -56,7 +40,7 @@ var diffKnown = map[string]diffCase{
 		setCooldownOp(4 * diffStep),
 		wakeOp(2*diffStep, 0, false),
 	}},
-	// A held request reserved afresh after a cooldown gets its jitter
+	// A held request reserved afresh after a cooldown got its jitter
 	// again after the cooldown's end, later than the memory store's slot,
 	// which the cooldown did not move.
 	"HeldRequestAfterCooldown": {policy: windowPolicy(1, 4), queue: true, free: true, ops: []diffOp{
@@ -67,9 +51,39 @@ var diffKnown = map[string]diffCase{
 		setCooldownOp(6 * diffStep),
 		wakeOp(0, 0, false),
 	}},
+	// The Redis store took the L-th latest held request by arrival, where
+	// jitter had put an earlier arrival later: a newcomer queued behind
+	// them waited longer than the memory store's slot.
+	"HeldSlotsOutOfOrder": {policy: windowPolicy(2, 1), queue: true, ops: []diffOp{
+		reserveOp(store.NoMaxWait, 0),
+		reserveOp(store.NoMaxWait, 0),
+		reserveOp(store.NoMaxWait, 2*diffStep),
+		reserveOp(store.NoMaxWait, 0),
+		reserveOp(store.NoMaxWait, diffStep),
+	}},
+	// A request admitted at once while others were held raised the
+	// window's floor past a held request's slot before jitter; the Redis
+	// store then took that slot as no longer its own and reserved it
+	// afresh, earlier than the memory store.
+	"HeldRequestAfterASendAtOnce": {policy: windowPolicy(4, 1), queue: true, ops: []diffOp{
+		reserveOp(store.NoMaxWait, 0),
+		reserveOp(store.NoMaxWait, 0),
+		reserveOp(store.NoMaxWait, 0),
+		reserveOp(halfSteps(0), 0),
+		reserveOp(store.NoMaxWait, 0),
+		reserveOp(store.NoMaxWait, 2*diffStep),
+		reserveOp(halfSteps(1), 0),
+		advanceOp(diffStep),
+		reserveOp(0, 0),
+		reserveOp(store.NoMaxWait, 0),
+		reserveOp(halfSteps(2), 0),
+		reserveOp(store.NoMaxWait, diffStep),
+		confirmOp(524, false),
+		reserveOp(store.NoMaxWait, 0),
+	}},
 	// A late confirmation moves the reservations it crowds; the Redis
-	// store does not move the estimates of the requests it holds, and
-	// answers newcomers from them.
+	// store did not move the estimates of the requests it held, and
+	// answered newcomers from them.
 	"LateConfirmationBeforeHeldRequests": {policy: windowPolicy(1, 2), queue: true, free: true, ops: []diffOp{
 		reserveOp(store.NoMaxWait, 0),
 		reserveOp(store.NoMaxWait, 0),
@@ -79,10 +93,31 @@ var diffKnown = map[string]diffCase{
 		wakeOp(diffStep, 0, false),
 		reserveOp(halfSteps(2), 0),
 	}},
+	// A request the Redis store held in-process (its slot more than a
+	// timespan ahead) left nothing when released: a newcomer got the
+	// earliest slot that fits, where the memory store gives it the
+	// released slot, later.
+	"ReleaseOfHeldRequest": {policy: windowPolicy(1, 1), queue: true, free: true, ops: []diffOp{
+		reserveOp(store.NoMaxWait, diffStep),
+		reserveOp(halfSteps(2), diffStep),
+		releaseOp(0, false),
+		reserveOp(store.NoMaxWait, 0),
+	}},
+}
+
+// diffKnown are reduced sequences on which the stores still disagree. Each
+// must still disagree: once it no longer does, it belongs in
+// diffRegressions.
+var diffKnown = map[string]diffCase{
 	// A confirmation a timespan or more after its slot: the Redis store
-	// has dropped the reservation (linear: renew; window: the trim of
-	// every reserve) and reserves a slot again, where the memory store
-	// sends at once.
+	// has dropped the reservation (linear: renew, which keeps the budget's
+	// keys bounded against reservations whose waiters never come back) and
+	// reserves a slot again, where the memory store sends at once. Redis
+	// then cannot tell a reservation dropped for its age, which may be sent
+	// at once, from one freed because this process's presence lapsed
+	// (SPEC §7a) or lost with a restart, whose send would go uncounted;
+	// telling them apart needs a bounded trace of the dropped ones, not
+	// built yet. The random sequences confirm less than a timespan late.
 	"ConfirmationATimespanLate": {policy: linearPolicy(2, 2, 1), free: true, ops: []diffOp{
 		reserveOp(halfSteps(3), 0),
 		reserveOp(halfSteps(3), 0),
@@ -95,7 +130,10 @@ var diffKnown = map[string]diffCase{
 	// Entries of a window at the same instant are ordered by member name
 	// in Redis, not by arrival: a late confirmation moves a released slot
 	// reserved before it at the same instant, as if it came after it, where
-	// the memory store leaves it.
+	// the memory store leaves it. Ordering them by arrival needs member
+	// names that sort by arrival ahead of the marks of sends and released
+	// slots, which every script reads; not done yet. The random sequences
+	// do not avoid it: beyond the default ones, seed 2400 meets it.
 	"ReleasedSlotAtTheSameInstant": {policy: windowPolicy(3, 3), free: true, ops: []diffOp{
 		setCooldownOp(5 * diffStep),
 		advanceOp(3 * diffStep),

@@ -41,6 +41,7 @@ const (
 var (
 	diffSeed    = flag.Uint64("differential.seed", 0, "run only the differential sequence of this seed")
 	diffExplore = flag.Bool("differential.explore", false, "run differential sequences from a random seed instead of seed 1")
+	diffCount   = flag.Uint64("differential.sequences", diffSequences, "how many differential sequences to run")
 )
 
 type diffKind uint8
@@ -85,7 +86,9 @@ func halfSteps(n int) time.Duration { return time.Duration(n)*diffStep + diffSte
 // and exercise everything: jitter, releases, cooldowns, late
 // confirmations. The others queue requests further ahead, which the Redis
 // store holds in-process and records when their slots come within a
-// timespan, with no jitter, release or cooldown: see diffKnown for why.
+// timespan, with no cooldown: a cooldown there still parts the stores on
+// some sequences, on which the real time passing between calls decides
+// (they do not reduce to a case that fails every time).
 func generate(seed uint64) diffCase {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	queue := seed%4 >= 2
@@ -115,17 +118,15 @@ func generate(seed uint64) diffCase {
 			default:
 				o.maxWait = halfSteps(rng.IntN(span))
 			}
-			if !queue && rng.IntN(2) == 0 {
+			if rng.IntN(2) == 0 {
 				o.jitter = steps(3)
 			}
 		case x < 55:
 			o.kind = opConfirm
 		case x < 65:
 			o.kind = opWake
-			if !queue {
-				o.d = steps(span + 1)
-			}
-		case x < 75 && !queue:
+			o.d = steps(span + 1)
+		case x < 75:
 			o.kind = opRelease
 		case x < 81 && !queue:
 			o.kind, o.d = opSetCooldown, steps(2*span+1)
@@ -177,7 +178,11 @@ func play(t *testing.T, client *redis.Client, c diffCase) error {
 	}})
 	defer func() { require.NoError(t, r.red.Close()) }()
 	for i, o := range c.ops {
-		if err := r.apply(o); err != nil {
+		err := r.apply(o)
+		if errors.Is(err, errUndecided) {
+			return nil // the rest of the sequence would compare different budgets
+		}
+		if err != nil {
 			return fmt.Errorf("op %d %s: %w", i, o, err)
 		}
 		if e := r.fell.Load(); e != nil {
@@ -188,14 +193,8 @@ func play(t *testing.T, client *redis.Client, c diffCase) error {
 }
 
 // lateness returns how late a confirmation may come: less than a
-// timespan, and not at all while the Redis store may hold requests
-// in-process (waits beyond a timespan).
-func (r *diffRun) lateness() time.Duration {
-	if r.queue {
-		return diffStep / 2
-	}
-	return r.p.Timespan - diffStep/2
-}
+// timespan.
+func (r *diffRun) lateness() time.Duration { return r.p.Timespan - diffStep/2 }
 
 // now returns the memory store's time since the sequence started.
 func (r *diffRun) now() time.Duration { return r.clk.Since(r.start) }
@@ -241,6 +240,12 @@ func (r *diffRun) apply(o diffOp) error {
 		d, err := r.red.Reserve(r.ctx, diffKey, r.p, store.Request{MaxWait: o.maxWait, Jitter: o.jitter})
 		if err != nil {
 			return err
+		}
+		if m.OK != d.OK && o.maxWait != store.NoMaxWait && near(m.Wait, o.maxWait) && near(d.Wait, o.maxWait) {
+			// A slot at the MaxWait itself (a jitter cut short there, its
+			// slot released and moved by whole steps): the time the Redis
+			// store sees pass decides it either way.
+			return errUndecided
 		}
 		if m.OK != d.OK || m.Cooldown != d.Cooldown || (m.ID != 0) != (d.ID != 0) || (m.Wait != 0) != (d.Wait != 0) || !near(m.Wait, d.Wait) {
 			return fmt.Errorf("memory %+v, redis %+v", m, d)
@@ -295,6 +300,10 @@ func (r *diffRun) apply(o diffOp) error {
 	}
 	return nil
 }
+
+// errUndecided reports a decision that the real time passing between
+// the calls may tip either way, on which the stores may part.
+var errUndecided = errors.New("undecided")
 
 func near(a, b time.Duration) bool { return (a - b).Abs() <= diffTolerance }
 
@@ -381,7 +390,7 @@ func TestDifferentialMemoryRedis(t *testing.T) {
 
 	// The same seeds every run, so that a run of make test fails only on a
 	// change; -differential.explore looks for new disagreements.
-	first, n := uint64(1), uint64(diffSequences)
+	first, n := uint64(1), max(*diffCount, 1)
 	switch {
 	case *diffSeed != 0:
 		first, n = *diffSeed, 1

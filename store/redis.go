@@ -333,6 +333,7 @@ type reply struct {
 	cooling bool
 	now     int64 // the server's time of the decision, µs
 	mark    int64 // window: the slot before jitter; linear: the theoretical arrival time after it; µs
+	base    int64 // the slot before jitter, µs
 }
 
 const (
@@ -343,12 +344,15 @@ const (
 
 // reserve runs the reserve script of p's strategy for member id, queued
 // after the requests held in-process (held). ahead bounds how far a
-// reservation may be recorded.
-func (s *Redis) reserve(ctx context.Context, b *redisBudget, p Policy, r Request, id uint64, held []*heldRequest, ahead time.Duration) (reply, error) {
+// reservation may be recorded. promoted, when not nil, is the held request
+// id being recorded: at its estimated slot, where what Redis holds leaves
+// room for it there.
+func (s *Redis) reserve(ctx context.Context, b *redisBudget, p Policy, r Request, id uint64, held []*heldRequest, ahead time.Duration, promoted *heldRequest) (reply, error) {
 	limit := max(p.Limit, 1)
 	span := max(p.Timespan, time.Microsecond)
-	args := append(s.args(b, p, false, 11), limit, µs(r.MaxWait), µs(r.Jitter), s.member(id), len(held), µs(ahead))
+	args := append(s.args(b, p, false, 14), limit, µs(r.MaxWait), µs(r.Jitter), s.member(id), len(held), µs(ahead))
 	sc := scriptReserveWindow
+	var latest string // window: the latest slots of the held requests
 	if p.Strategy == Linear {
 		interval := max(span/time.Duration(limit), time.Microsecond)
 		var tat int64
@@ -358,29 +362,40 @@ func (s *Redis) reserve(ctx context.Context, b *redisBudget, p Policy, r Request
 		args = append(args, tat, µs(interval), µs(interval)*int64(max(p.Burst, 1)-1))
 		sc = scriptReserveLinear
 	} else {
-		var floor, lth int64 = 0, -1
+		var floor int64
 		if n := len(held); n > 0 {
 			floor = held[n-1].mark
-			if n >= limit {
-				lth = held[n-limit].slot
-			}
 		}
+		var first int
+		first, latest = latestHeld(held, limit)
 		sentAtOnce := "1" // a held request being recorded (ahead == NoMaxWait) confirms
 		if ahead == NoMaxWait {
 			sentAtOnce = "0"
 		}
-		args = append(args, floor, lth, sentAtOnce)
+		args = append(args, floor, first, sentAtOnce)
+	}
+	var est, estMark int64
+	released := "0"
+	if promoted != nil {
+		est, estMark = promoted.slot, promoted.mark
+		if promoted.freed {
+			released = "1"
+		}
+	}
+	args = append(args, est, estMark, released)
+	if p.Strategy != Linear {
+		args = append(args, latest)
 	}
 	v, err := s.call(ctx, sc, b, args)
 	if err != nil {
 		return reply{}, err
 	}
 	a, ok := v.([]any)
-	if !ok || len(a) != 7 {
+	if !ok || len(a) != 8 {
 		return reply{}, fmt.Errorf("store: unexpected reply %v", v)
 	}
 	n := func(i int) int64 { x, _ := a[i].(int64); return x }
-	rep := reply{status: n(0), wait: time.Duration(n(1)) * time.Microsecond, cooling: n(2) == 1, now: n(3), mark: n(4)}
+	rep := reply{status: n(0), wait: time.Duration(n(1)) * time.Microsecond, cooling: n(2) == 1, now: n(3), mark: n(4), base: n(7)}
 	if rep.status == recorded && rep.wait > 0 && args[5] == "2" {
 		b.lastHere.Store(s.localµs()) // the script refreshed the presence
 	}
@@ -410,7 +425,7 @@ func (s *Redis) Reserve(ctx context.Context, key string, p Policy, r Request) (R
 		// them, holding the lock so that the queue's order is the order of
 		// the estimates.
 		defer b.mu.Unlock()
-		rep, err := s.reserve(ctx, b, p, r, id, b.held, p.Timespan)
+		rep, err := s.reserve(ctx, b, p, r, id, b.held, p.Timespan, nil)
 		if err != nil {
 			return failed(s, ctx, err, fallback)
 		}
@@ -418,7 +433,7 @@ func (s *Redis) Reserve(ctx context.Context, key string, p Policy, r Request) (R
 	}
 	b.mu.Unlock()
 
-	rep, err := s.reserve(ctx, b, p, r, id, nil, p.Timespan)
+	rep, err := s.reserve(ctx, b, p, r, id, nil, p.Timespan, nil)
 	if err != nil {
 		return failed(s, ctx, err, fallback)
 	}
@@ -427,7 +442,7 @@ func (s *Redis) Reserve(ctx context.Context, key string, p Policy, r Request) (R
 	if rep.status == toHold && len(b.held) > 0 {
 		// Another request of this process was held meanwhile: estimate
 		// again behind it.
-		if rep, err = s.reserve(ctx, b, p, r, id, b.held, p.Timespan); err != nil {
+		if rep, err = s.reserve(ctx, b, p, r, id, b.held, p.Timespan, nil); err != nil {
 			return failed(s, ctx, err, fallback)
 		}
 	}
@@ -437,6 +452,9 @@ func (s *Redis) Reserve(ctx context.Context, key string, p Policy, r Request) (R
 // answerLocked turns a reserve script's reply into a Reservation, holding
 // the request in-process when the script said so. b.mu must be held.
 func (s *Redis) answerLocked(b *redisBudget, id uint64, r Request, rep reply) Reservation {
+	if res, ok := s.claimHeldLocked(b, id, r, rep); ok {
+		return res
+	}
 	res := Reservation{OK: rep.status != refused, Wait: rep.wait, Cooldown: rep.cooling}
 	switch {
 	case rep.status == refused:
@@ -509,14 +527,29 @@ func (s *Redis) confirm(ctx context.Context, b *redisBudget, id uint64) (time.Du
 		// Recorded just now with its slot come: confirm it like any other,
 		// so that the window records it as sent, when it is sent.
 	}
+	holding := "0"
+	if len(b.held) > 0 {
+		holding = "1"
+	}
 	b.mu.Unlock()
-	v, err := s.call(ctx, scriptConfirm, b, append(s.args(b, p, false, 2), s.member(id), max(p.Limit, 1)))
+	v, err := s.call(ctx, scriptConfirm, b, append(s.args(b, p, false, 3), s.member(id), max(p.Limit, 1), holding))
 	if err != nil {
 		return s.failedConfirm(ctx, b, id, 0, err)
 	}
-	left := v.(int64)
+	a, _ := v.([]any)
+	if len(a) == 0 {
+		return 0, fmt.Errorf("store: unexpected reply %v", v)
+	}
+	left, _ := a[0].(int64)
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if len(a) > 1 {
+		tail := make([]int64, len(a)-1)
+		for i, x := range a[1:] {
+			tail[i], _ = x.(int64)
+		}
+		s.crowdHeldLocked(b, tail)
+	}
 	_, mine := b.outstanding[id]
 	switch {
 	case !mine:
@@ -526,7 +559,7 @@ func (s *Redis) confirm(ctx context.Context, b *redisBudget, id uint64) (time.Du
 	case left < 0:
 		// Redis lost it (restarted, or this process's presence lapsed):
 		// take a slot again under the same ID.
-		rep, err := s.reserve(ctx, b, p, Request{MaxWait: NoMaxWait}, id, nil, NoMaxWait)
+		rep, err := s.reserve(ctx, b, p, Request{MaxWait: NoMaxWait}, id, nil, NoMaxWait, nil)
 		if err != nil {
 			return s.failedConfirm(ctx, b, id, 0, err)
 		}
@@ -572,7 +605,7 @@ func (s *Redis) Release(ctx context.Context, key string, id uint64) error {
 	}
 	b.mu.Lock()
 	delete(b.ready, id)
-	if s.unholdLocked(b, id) {
+	if s.releaseHeldLocked(b, id) {
 		b.mu.Unlock()
 		return nil
 	}
@@ -604,12 +637,12 @@ func (s *Redis) SetCooldown(ctx context.Context, key string, p Policy, d time.Du
 		return failed(s, ctx, err, func() (time.Duration, error) { return local, nil })
 	}
 	a, _ := v.([]any)
-	if len(a) != 2 {
+	if len(a) != 3 {
 		return 0, fmt.Errorf("store: unexpected reply %v", v)
 	}
-	left, moved := a[0].(int64), a[1].(int64)
+	left, moved, now := a[0].(int64), a[1].(int64), a[2].(int64)
 	b.mu.Lock()
-	s.shiftHeldLocked(b, left, moved)
+	s.shiftHeldLocked(b, now+left, moved)
 	b.mu.Unlock()
 	return time.Duration(left) * time.Microsecond, nil
 }

@@ -1,18 +1,64 @@
 package store
 
 import (
+	"cmp"
 	"context"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 )
 
 // heldRequest is a request whose slot lies more than one timespan ahead:
 // it waits in-process, in arrival order, and is recorded in Redis once its
-// slot comes within a timespan.
+// slot comes within a timespan. A released one stays, freed, as the memory
+// store keeps a released slot: it still counts, so that the estimates
+// after it stay valid, and a newcomer of this process may claim it; it is
+// recorded in Redis as a released slot.
 type heldRequest struct {
 	id     uint64
 	jitter time.Duration
 	slot   int64 // estimated, on the server's clock, µs
 	mark   int64 // as reply.mark
+	freed  bool  // released: no longer in heldByID
+}
+
+// heldSent bounds how many slots of held requests a reserve sends to
+// Redis to place the L-th latest instant of the window among them.
+const heldSent = 64
+
+// latestHeld returns what a window's reserve script needs of the slots
+// of the held requests to find the L-th latest instant of the window
+// (limit L) among those recorded in Redis and those held: the j-th to the
+// min(len(held), L)-th latest held slots, latest first, separated by
+// spaces, and j (0 when none are held). Jitter may leave held slots out
+// of arrival order. At most heldSent slots are sent; the script then
+// bounds the instant from above (see lua/reserve_window.lua), which may
+// only delay a request, never let the window hold more than L.
+func latestHeld(held []*heldRequest, limit int) (int, string) {
+	n := len(held)
+	if n == 0 {
+		return 0, ""
+	}
+	slots := make([]int64, n)
+	ordered := true
+	for i, h := range held {
+		slots[i] = h.slot
+		ordered = ordered && (i == 0 || slots[i-1] <= h.slot)
+	}
+	if !ordered {
+		slices.Sort(slots)
+	}
+	last := min(n, limit) // the last-th latest held slot is the last sent
+	first := max(1, last-heldSent+1)
+	var b strings.Builder
+	for j := first; j <= last; j++ {
+		if j > first {
+			b.WriteByte(' ')
+		}
+		b.WriteString(strconv.FormatInt(slots[n-j], 10))
+	}
+	return first, b.String()
 }
 
 // holdLocked queues request id, whose slot is estimated wait away, in
@@ -43,16 +89,22 @@ func (s *Redis) promoteDueLocked(ctx context.Context, b *redisBudget) error {
 	return nil
 }
 
-// promoteFirstLocked records the first held request in Redis at the
-// earliest slot it now has, whatever the wait. b.mu must be held.
+// promoteFirstLocked records the first held request in Redis at the slot
+// it was estimated, with its jitter, as the memory store would have kept
+// it; at the earliest slot it now has, whatever the wait, only where what
+// other processes recorded meanwhile leaves no room there. b.mu must be
+// held.
 func (s *Redis) promoteFirstLocked(ctx context.Context, b *redisBudget) error {
 	h := b.held[0]
-	rep, err := s.reserve(ctx, b, b.policy, Request{MaxWait: NoMaxWait, Jitter: h.jitter}, h.id, nil, NoMaxWait)
+	rep, err := s.reserve(ctx, b, b.policy, Request{MaxWait: NoMaxWait, Jitter: h.jitter}, h.id, nil, NoMaxWait, h)
 	if err != nil {
 		return err
 	}
 	b.held[0] = nil
 	b.held = b.held[1:]
+	if h.freed {
+		return nil // recorded as a released slot, where it still fits
+	}
 	delete(b.heldByID, h.id)
 	if rep.wait > 0 || b.policy.Strategy != Linear {
 		// A window records the send instant: its Confirm moves it to when
@@ -88,8 +140,51 @@ func (s *Redis) confirmHeldLocked(ctx context.Context, b *redisBudget, h *heldRe
 	return s.until(h.slot), nil
 }
 
-// unholdLocked drops a held request that will not be used. It reports
-// whether id was held. b.mu must be held.
+// releaseHeldLocked frees a held request that will not be used, keeping
+// its slot for a newcomer. It reports whether id was held. b.mu must be
+// held.
+func (s *Redis) releaseHeldLocked(b *redisBudget, id uint64) bool {
+	h, ok := b.heldByID[id]
+	if !ok {
+		return false
+	}
+	delete(b.heldByID, id)
+	h.freed = true
+	return true
+}
+
+// claimHeldLocked gives request id, which the reserve script answered
+// with rep, the earliest slot a held request of this process released, as
+// the memory store gives a newcomer the earliest released slot from now
+// up to its own slot before jitter, without jitter: refused when that
+// slot lies beyond r.MaxWait. ok is false when there is none to claim.
+// b.mu must be held.
+func (s *Redis) claimHeldLocked(b *redisBudget, id uint64, r Request, rep reply) (res Reservation, ok bool) {
+	if rep.status == recorded {
+		return Reservation{}, false // at once, or a slot released in Redis
+	}
+	var claim *heldRequest
+	for _, h := range b.held {
+		if h.freed && h.slot >= rep.now && h.slot <= rep.base && (claim == nil || h.slot < claim.slot) {
+			claim = h
+		}
+	}
+	if claim == nil {
+		return Reservation{}, false
+	}
+	wait := time.Duration(claim.slot-rep.now) * time.Microsecond
+	res = Reservation{OK: wait <= r.MaxWait, Wait: wait, Cooldown: rep.cooling}
+	if !res.OK {
+		return res, true
+	}
+	claim.id, claim.jitter, claim.freed = id, 0, false
+	b.heldByID[id] = claim
+	res.ID = id
+	return res, true
+}
+
+// unholdLocked drops a held request that leaves without Redis (sent
+// during an outage). It reports whether id was held. b.mu must be held.
 func (s *Redis) unholdLocked(b *redisBudget, id uint64) bool {
 	h, ok := b.heldByID[id]
 	if !ok {
@@ -111,22 +206,71 @@ func (s *Redis) until(at int64) time.Duration {
 }
 
 // shiftHeldLocked moves the estimates of held requests after a cooldown
-// that ends left µs from now and moved the recorded reservations by moved
-// µs: by the same amount, or so that the first starts at its end when
-// nothing recorded was ahead. b.mu must be held.
-func (s *Redis) shiftHeldLocked(b *redisBudget, left, moved int64) {
+// that ends at end (µs of the server's clock) and moved the recorded
+// reservations by moved µs: by the same amount, or so that the earliest
+// starts at its end when nothing recorded was ahead. b.mu must be held.
+func (s *Redis) shiftHeldLocked(b *redisBudget, end, moved int64) {
 	if len(b.held) == 0 {
 		return
 	}
 	delta := moved
-	if end := s.serverµs() + left; delta == 0 && b.held[0].slot < end {
-		delta = end - b.held[0].slot
+	earliest := b.held[0].slot
+	for _, h := range b.held {
+		earliest = min(earliest, h.slot) // jitter may leave them out of order
+	}
+	if delta == 0 && earliest < end {
+		delta = end - earliest
 	}
 	for _, h := range b.held {
 		h.slot += delta
 		h.mark += delta
 	}
 	s.schedulePromotionLocked(b)
+}
+
+// crowdHeldLocked moves the estimates of the held requests after a late
+// send moved reservations recorded in Redis, tail being the instants of
+// the L latest of them, in order: as the memory store moves the
+// reservations a late send crowds, each held request, in time order,
+// comes no earlier than the entry before it, nor than one timespan after
+// the L-th entry before it. b.mu must be held.
+func (s *Redis) crowdHeldLocked(b *redisBudget, tail []int64) {
+	if len(b.held) == 0 {
+		return
+	}
+	limit, span := max(b.policy.Limit, 1), µs(max(b.policy.Timespan, time.Microsecond))
+	held := slices.Clone(b.held)
+	slices.SortStableFunc(held, func(x, y *heldRequest) int { return cmp.Compare(x.slot, y.slot) })
+	// The entries in time order, those recorded first at the same instant.
+	type entry struct {
+		at int64
+		h  *heldRequest
+	}
+	all := make([]entry, 0, len(tail)+len(held))
+	i := 0
+	for _, h := range held {
+		for ; i < len(tail) && tail[i] <= h.slot; i++ {
+			all = append(all, entry{at: tail[i]})
+		}
+		all = append(all, entry{at: h.slot, h: h})
+	}
+	moved := false
+	for j := range all {
+		x := &all[j]
+		if x.h == nil || j == 0 {
+			continue
+		}
+		want := all[j-1].at
+		if j >= limit {
+			want = max(want, all[j-limit].at+span)
+		}
+		if want > x.at {
+			x.at, x.h.slot, moved = want, want, true
+		}
+	}
+	if moved {
+		s.schedulePromotionLocked(b)
+	}
 }
 
 // schedulePromotionLocked arms the timer that promotes the first held

@@ -124,7 +124,7 @@ func (s *Redis) confirmMigrated(ctx context.Context, key string, b *redisBudget,
 		return left, err
 	}
 	rid = s.seq.Add(1)
-	rep, err := s.reserve(ctx, b, p, Request{MaxWait: NoMaxWait}, rid, nil, NoMaxWait)
+	rep, err := s.reserve(ctx, b, p, Request{MaxWait: NoMaxWait}, rid, nil, NoMaxWait, nil)
 	if err != nil {
 		// Down again: the local budget goes on deciding it.
 		return failed(s, ctx, err, func() (time.Duration, error) { return s.fallback.Confirm(ctx, key, id&^fallbackID) })

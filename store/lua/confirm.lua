@@ -1,15 +1,18 @@
 -- Confirm a waiting reservation when its waiter wakes. ARGV[7] member,
--- [8] limit. Returns the µs left until its slot (0: send
--- now), or -1 when the budget no longer holds it.
+-- [8] limit, [9] 1 when this process holds requests in-process (see
+-- reserve_window.lua). Returns {the µs left until its slot (0: send now),
+-- or -1 when the budget no longer holds it}; a late send of a window
+-- (below) adds, when [9] is 1, the instants of the L latest entries, in
+-- order, so that the process moves the held requests they crowd.
 local member, limit = ARGV[7], tonumber(ARGV[8])
 here(true)
 local s = redis.call('ZSCORE', W, member)
-if not s then return -1 end
+if not s then return {-1} end
 s = tonumber(s)
-if s > now then return s - now end
+if s > now then return {s - now} end
 if not windowed then
   redis.call('ZREM', W, member)
-  return 0
+  return {0}
 end
 
 -- A waiter that woke late: the window must hold on the instant it leaves.
@@ -47,8 +50,13 @@ else
   redis.call('ZADD', W, now, '=' .. member)
 end
 local function left()
-  if t == now then return 0 end
-  return tonumber(redis.call('ZSCORE', W, member)) - now
+  local out = {0}
+  if t > now then out[1] = tonumber(redis.call('ZSCORE', W, member)) - now end
+  if ARGV[9] == '1' then
+    local e = redis.call('ZRANGE', W, -limit, -1, 'WITHSCORES')
+    for i = 2, #e, 2 do out[#out + 1] = tonumber(e[i]) end
+  end
+  return out
 end
 local due = redis.call('ZRANGEBYSCORE', W, num(s), '(' .. num(t), 'WITHSCORES')
 for i = 1, #due, 2 do

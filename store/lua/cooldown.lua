@@ -1,11 +1,11 @@
 -- Extend the budget's cooldown to now + ARGV[7] (µs) and move every
 -- outstanding reservation later by the same amount, so that the earliest
 -- starts no sooner than its end. Returns {µs left, µs every reservation
--- moved}.
+-- moved, now µs}.
 local until_ = now + tonumber(ARGV[7])
 presence()
 local cd = hnum('cd')
-if until_ <= cd then return {cd - now, 0} end
+if until_ <= cd then return {cd - now, 0, now} end
 redis.call('HSET', M, 'cd', until_)
 local ahead = redis.call('ZRANGEBYSCORE', W, '(' .. num(now), '+inf', 'WITHSCORES')
 local freed = redis.call('ZRANGEBYSCORE', F, '(' .. num(now), '+inf', 'WITHSCORES')
@@ -23,4 +23,4 @@ if earliest and earliest < until_ then
   end
 end
 renew(0, until_, nil)
-return {until_ - now, delta}
+return {until_ - now, delta, now}

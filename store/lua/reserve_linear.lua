@@ -3,12 +3,16 @@
 -- requests of this process wait in-process before it, [12] how far ahead
 -- (µs) a reservation may be recorded, [13] the theoretical arrival time
 -- after those held requests (0: none), [14] interval (µs), [15] burst
--- allowance tau (µs).
--- Returns {status, wait µs, cooling 0/1, now µs, tat µs, processes, rank}: as
--- reserve_window, with the theoretical arrival time after this request.
+-- allowance tau (µs), [16] the estimated slot of the held request being
+-- recorded (0: none), [17] the theoretical arrival time after it, [18] 1
+-- when that held request was released (its slot is recorded as released).
+-- Returns {status, wait µs, cooling 0/1, now µs, tat µs, processes, rank,
+-- base µs}: as reserve_window, with the theoretical arrival time after
+-- this request and its slot before jitter.
 local limit, maxwait, jit = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
 local member, held, horizon = ARGV[10], tonumber(ARGV[11]), tonumber(ARGV[12])
 local heldTat, interval, tau = tonumber(ARGV[13]), tonumber(ARGV[14]), tonumber(ARGV[15])
+local est, estTat = tonumber(ARGV[16]), tonumber(ARGV[17])
 
 local st = redis.call('HMGET', M, 'cd', 'tat', 'nf', 'ren')
 local cd = tonumber(st[1]) or 0
@@ -22,10 +26,25 @@ local t0 = math.max(now, cd)
 local tat = math.max((tonumber(st[2]) or 0) + held * interval, heldTat)
 local slot = math.max(t0, tat - tau)
 
+-- A held request keeps the slot it was estimated, jitter and all, where
+-- what was recorded since leaves room for it there (see reserve_window).
+if est > 0 and est >= cd and est >= tat - tau then
+  if ARGV[18] == '1' then
+    redis.call('ZADD', F, est, '~' .. member)
+    redis.call('HINCRBY', M, 'nf', 1)
+  elseif est > now then
+    redis.call('ZADD', W, est, member)
+    here(true)
+  end
+  local after = math.max(estTat, math.max(tat, est) + interval)
+  redis.call('HSET', M, 'tat', after)
+  return {1, math.max(est - now, 0), cooling, now, after, procs, rank, est}
+end
+
 local at = claim(tonumber(st[3]) or 0, t0, slot, member, maxwait)
 if at then
-  if at - now > maxwait then return {0, at - now, cooling, now, tat, procs, rank} end
-  return {1, at - now, cooling, now, tat, procs, rank}
+  if at - now > maxwait then return {0, at - now, cooling, now, tat, procs, rank, at} end
+  return {1, at - now, cooling, now, tat, procs, rank, at}
 end
 
 local wait, j = slot - now, 0
@@ -34,12 +53,12 @@ if wait > 0 then
   slot = slot + j
   wait = wait + j
 end
-if wait > maxwait then return {0, wait, cooling, now, tat, procs, rank} end
+if wait > maxwait then return {0, wait, cooling, now, tat, procs, rank, slot - j} end
 local after = math.max(tat, t0) + interval + j
-if wait > 0 and (held > 0 or wait > horizon) then return {2, wait, cooling, now, after, procs, rank} end
+if wait > 0 and (held > 0 or wait > horizon) then return {2, wait, cooling, now, after, procs, rank, slot - j} end
 if wait > 0 then
   redis.call('ZADD', W, slot, member)
   here(true)
 end
 redis.call('HSET', M, 'tat', after)
-return {1, wait, cooling, now, after, procs, rank}
+return {1, wait, cooling, now, after, procs, rank, slot - j}

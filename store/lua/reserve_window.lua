@@ -2,16 +2,22 @@
 -- [9] jitter (µs), [10] the reservation's member, [11] how many requests
 -- of this process wait in-process before it, [12] how far ahead (µs) a
 -- reservation may be recorded, [13] the latest slot given to those held
--- requests before jitter (0: none), [14] the slot of the held request that
--- is the L-th latest before this one (-1: it is recorded in Redis), [15]
+-- requests before jitter (0: none), [14] j, the rank among the held slots
+-- of the latest in [18] (0: none held), [15]
 -- 1 when a request admitted at once is sent without a Confirm (0 for a
--- held request being recorded, whose waiter confirms).
--- Returns {status, wait µs, cooling 0/1, now µs, base µs, processes, rank}:
+-- held request being recorded, whose waiter confirms), [16] the
+-- estimated slot of the held request being recorded (0: none), [17] its
+-- slot before jitter, [18] 1 when that held request was released (its
+-- slot is recorded as released), [19] the j-th to the min(held, L)-th
+-- latest slots of the held requests, latest first, separated by spaces.
+-- Returns {status, wait µs, cooling 0/1, now µs, base µs, processes, rank,
+-- base µs}:
 -- status 0 refused, 1 recorded, 2 to be held in-process (nothing
 -- recorded); processes and rank -1 when not counted.
 local limit, maxwait, jit = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
 local member, held, horizon = ARGV[10], tonumber(ARGV[11]), tonumber(ARGV[12])
-local heldFloor, heldLth = tonumber(ARGV[13]), tonumber(ARGV[14])
+local heldFloor, heldFirst = tonumber(ARGV[13]), tonumber(ARGV[14])
+local est, estBase = tonumber(ARGV[16]), tonumber(ARGV[17])
 -- A send admitted at once is recorded under the name of a send: a late
 -- waiter's Confirm never moves it.
 local function named(wait)
@@ -26,23 +32,64 @@ local procs = here(false)
 redis.call('ZREMRANGEBYSCORE', W, '(0', num(now - span))
 local cooling = 0
 if cd > now then cooling = 1 end
-local t0 = math.max(now, cd, tonumber(st[2]) or 0)
+local last = tonumber(st[2]) or 0
+local t0 = math.max(now, cd, last)
 
 -- The earliest instant for the request, after the held ones: no earlier
 -- than the L-th latest send plus one span, nor than the latest slot given.
 local slot = math.max(t0, heldFloor)
-if heldLth >= 0 then
-  slot = math.max(slot, heldLth + span)
+local after = 0 -- the L-th latest instant plus one span
+if held == 0 then
+  local e = redis.call('ZRANGE', W, -limit, -limit, 'WITHSCORES')
+  if #e > 0 then after = tonumber(e[2]) + span end
 else
-  local e = redis.call('ZRANGE', W, held - limit, held - limit, 'WITHSCORES')
-  if #e > 0 then slot = math.max(slot, tonumber(e[2]) + span) end
+  -- The L-th latest of the recorded instants (R) and the held slots (H),
+  -- R_i and H_j being the i-th and j-th latest, is the latest of
+  -- min(H_j, R_(L-j)) over j (R_0 is +inf). For the ranks j below those
+  -- given, R_(L-first+1) bounds it from above: taken then, it can only
+  -- delay the request.
+  local hs = {}
+  for x in string.gmatch(ARGV[19], '%d+') do hs[#hs + 1] = tonumber(x) end
+  local last = heldFirst + #hs - 1
+  local r = {}
+  local lo, hi = math.max(limit - last, 1), limit - heldFirst + 1
+  local e = redis.call('ZREVRANGE', W, lo - 1, hi - 1, 'WITHSCORES')
+  for k = 2, #e, 2 do r[lo + k / 2 - 1] = tonumber(e[k]) end
+  local lth = r[hi]
+  for j = heldFirst, last do
+    local h, i = hs[j - heldFirst + 1], limit - j
+    if i == 0 or r[i] then
+      if i > 0 then h = math.min(h, r[i]) end
+      if not lth or h > lth then lth = h end
+    end
+  end
+  if lth then after = lth + span end
+end
+slot = math.max(slot, after)
+
+-- A held request keeps the slot it was estimated, jitter and all, as if
+-- it had been recorded then: where what was recorded since leaves room for
+-- it there, it is recorded there, even if that has come already (its
+-- waiter's Confirm then moves it to when it really leaves). It claims no
+-- released slot: reservations already queued keep theirs.
+if est > 0 and est >= cd and est >= after then
+  if ARGV[18] == '1' then
+    redis.call('ZADD', W, est, '~' .. member)
+    redis.call('ZADD', F, est, '~' .. member)
+    redis.call('HINCRBY', M, 'nf', 1)
+  else
+    redis.call('ZADD', W, est, member)
+    if est > now then here(true) end
+  end
+  redis.call('HSET', M, 'last', math.max(last, estBase))
+  return {1, math.max(est - now, 0), cooling, now, estBase, procs, rank, estBase}
 end
 
 -- A released slot between the cooldown's end and that instant is claimed.
 local at = claim(tonumber(st[3]) or 0, math.max(now, cd), slot, member, maxwait, named)
 if at then
-  if at - now > maxwait then return {0, at - now, cooling, now, at, procs, rank} end
-  return {1, at - now, cooling, now, at, procs, rank}
+  if at - now > maxwait then return {0, at - now, cooling, now, at, procs, rank, at} end
+  return {1, at - now, cooling, now, at, procs, rank, at}
 end
 
 local base, wait = slot, slot - now
@@ -50,9 +97,9 @@ if wait > 0 then
   slot = slot + jitter(wait, jit, maxwait)
   wait = slot - now
 end
-if wait > maxwait then return {0, wait, cooling, now, base, procs, rank} end
-if wait > 0 and (held > 0 or wait > horizon) then return {2, wait, cooling, now, base, procs, rank} end
+if wait > maxwait then return {0, wait, cooling, now, base, procs, rank, base} end
+if wait > 0 and (held > 0 or wait > horizon) then return {2, wait, cooling, now, base, procs, rank, base} end
 redis.call('ZADD', W, slot, named(wait))
 redis.call('HSET', M, 'last', base)
 if wait > 0 then here(true) end
-return {1, wait, cooling, now, base, procs, rank}
+return {1, wait, cooling, now, base, procs, rank, base}
