@@ -22,6 +22,8 @@ import (
 	rlerrors "github.com/k8sratelimit/k8sratelimit/errors"
 	"github.com/k8sratelimit/k8sratelimit/limiter"
 	"github.com/k8sratelimit/k8sratelimit/store"
+	"github.com/k8sratelimit/k8sratelimit/store/memorystore"
+	"github.com/k8sratelimit/k8sratelimit/store/redisstore"
 )
 
 // Limiter gives the clients configured with it one budget per API server.
@@ -139,13 +141,13 @@ func New(cfg Config, opts ...Option) (*Limiter, error) {
 // newStore makes the store cfg names: in memory, or Redis from its URL.
 func newStore(cfg Config, o options, m *metrics) (store.Store, error) {
 	if cfg.Store != StoreRedis {
-		return store.NewMemory(o.clock), nil
+		return memorystore.New(o.clock), nil
 	}
-	opts := store.RedisOptions{Failure: store.FailurePolicy(cfg.StoreFailure), Logger: o.logger}
+	opts := redisstore.Options{Failure: store.FailurePolicy(cfg.StoreFailure), Logger: o.logger}
 	if m != nil {
 		opts.OnEvent = m.storeEvent
 	}
-	s, err := store.NewRedisFromURL(cfg.RedisURL.Reveal(), opts)
+	s, err := redisstore.NewFromURL(cfg.RedisURL.Reveal(), opts)
 	if err != nil {
 		return nil, &rlerrors.InvalidConfigurationError{Key: EnvRedisURL, Value: cfg.RedisURL.String(), Reason: redisErrorReason(err)}
 	}

@@ -103,7 +103,7 @@ func (m *metrics) storeEvent(e store.Event) {
 // engine, on reg.
 func (m *metrics) register(reg prometheus.Registerer, engine *limiter.Limiter) error {
 	collectors := []prometheus.Collector{m.requests, m.wait, m.throttles, cooldownCollector{engine}, seatsCollector{engine}}
-	if _, shared := engine.Store().(*store.Redis); shared {
+	if _, shared := engine.Store().(store.Failover); shared {
 		m.storeAvailable.Set(1)
 		collectors = append(collectors, m.storeErrors, m.storeOutages, m.storeAvailable, m.storeFallbacks)
 	}

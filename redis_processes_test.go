@@ -37,6 +37,7 @@ import (
 	"github.com/k8sratelimit/k8sratelimit/internal/decided"
 	"github.com/k8sratelimit/k8sratelimit/internal/redistest"
 	"github.com/k8sratelimit/k8sratelimit/store"
+	"github.com/k8sratelimit/k8sratelimit/store/redisstore"
 )
 
 // The child's settings, besides the KUBERNETES_RATELIMIT_* configuration.
@@ -80,14 +81,14 @@ func runChild() int {
 	skew, _ := time.ParseDuration(os.Getenv(childSkew))
 	logger := funcr.New(func(prefix, args string) { fmt.Fprintln(os.Stderr, prefix, args) }, funcr.Options{})
 	// The store New would make from cfg, made here to time its decisions.
-	rs, err := store.NewRedisFromURL(cfg.RedisURL.Reveal(), store.RedisOptions{Failure: store.FailurePolicy(cfg.StoreFailure), Logger: logger})
+	rs, err := redisstore.NewFromURL(cfg.RedisURL.Reveal(), redisstore.Options{Failure: store.FailurePolicy(cfg.StoreFailure), Logger: logger})
 	if err != nil {
 		return fail(err)
 	}
 	defer rs.Close()
 	var decisions decided.Recorder
 	lim, err := k8sratelimit.New(cfg, k8sratelimit.WithClock(skewedClock{skew: skew}), k8sratelimit.WithLogger(logger),
-		k8sratelimit.WithStore(decidingStore{Redis: rs, decisions: &decisions}))
+		k8sratelimit.WithStore(decidingStore{Store: rs, decisions: &decisions}))
 	if err != nil {
 		return fail(err)
 	}
@@ -163,13 +164,13 @@ func runChild() int {
 // left. It embeds the store itself, so that the limiter still finds the
 // store's optional interfaces (store.Notifier, store.SeatSharer).
 type decidingStore struct {
-	*store.Redis
+	*redisstore.Store
 	decisions *decided.Recorder
 }
 
 func (s decidingStore) Reserve(ctx context.Context, key string, p store.Policy, r store.Request) (store.Reservation, error) {
 	from := time.Now()
-	res, err := s.Redis.Reserve(ctx, key, p, r)
+	res, err := s.Store.Reserve(ctx, key, p, r)
 	if err == nil && res.OK && res.Wait == 0 {
 		s.decisions.Add(from, time.Now())
 	}
@@ -178,7 +179,7 @@ func (s decidingStore) Reserve(ctx context.Context, key string, p store.Policy, 
 
 func (s decidingStore) Confirm(ctx context.Context, key string, id uint64) (time.Duration, error) {
 	from := time.Now()
-	left, err := s.Redis.Confirm(ctx, key, id)
+	left, err := s.Store.Confirm(ctx, key, id)
 	if err == nil && left == 0 {
 		s.decisions.Add(from, time.Now())
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/k8sratelimit/k8sratelimit/internal/benchref"
 	"github.com/k8sratelimit/k8sratelimit/limiter"
 	"github.com/k8sratelimit/k8sratelimit/store"
+	"github.com/k8sratelimit/k8sratelimit/store/memorystore"
 )
 
 // The admission benchmarks measure a request admitted at once, on a budget
@@ -50,7 +51,7 @@ func (c *benchDeferCounter) report(b *testing.B) {
 }
 
 func benchBudget(obs limiter.Observer) *limiter.Budget {
-	l := limiter.New(store.NewMemory(nil), limiter.Options{Policy: benchPolicy, Observer: obs})
+	l := limiter.New(memorystore.New(nil), limiter.Options{Policy: benchPolicy, Observer: obs})
 	return l.Budget(benchKey, benchCluster)
 }
 
@@ -58,7 +59,7 @@ func benchBudget(obs limiter.Observer) *limiter.Budget {
 // that the root package configures by default: the transport benchmarks
 // measure what users get.
 func benchSeatedBudget() *limiter.Budget {
-	l := limiter.New(store.NewMemory(nil), limiter.Options{Policy: benchPolicy, Concurrency: limiter.Concurrency{Adaptive: true}})
+	l := limiter.New(memorystore.New(nil), limiter.Options{Policy: benchPolicy, Concurrency: limiter.Concurrency{Adaptive: true}})
 	return l.Budget(benchKey, benchCluster)
 }
 

@@ -15,6 +15,7 @@ import (
 	rlerrors "github.com/k8sratelimit/k8sratelimit/errors"
 	"github.com/k8sratelimit/k8sratelimit/limiter"
 	"github.com/k8sratelimit/k8sratelimit/store"
+	"github.com/k8sratelimit/k8sratelimit/store/memorystore"
 )
 
 const key = "k8s:default:api.example.com"
@@ -24,7 +25,7 @@ func setup(t *testing.T, p store.Policy, opts limiter.Options) (*limiter.Budget,
 	t.Helper()
 	clk := clocktesting.NewFakeClock(time.Now())
 	opts.Policy, opts.Clock = p, clk
-	l := limiter.New(store.NewMemory(clk), opts)
+	l := limiter.New(memorystore.New(clk), opts)
 	t.Cleanup(func() { l.Close() })
 	return l.Budget(key, "test"), clk
 }
@@ -198,7 +199,7 @@ func TestCooldownBeyondMaxWaitFailsWaitersAtOnce(t *testing.T) {
 
 func TestCloseWakesWaitersWithErrClosed(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
-	l := limiter.New(store.NewMemory(clk), limiter.Options{Policy: window(1, time.Hour), Clock: clk})
+	l := limiter.New(memorystore.New(clk), limiter.Options{Policy: window(1, time.Hour), Clock: clk})
 	b := l.Budget(key, "test")
 	ctx := context.Background()
 	require.NoError(t, b.Wait(ctx))
@@ -318,7 +319,7 @@ func (s *jitterStore) Reserve(ctx context.Context, key string, p store.Policy, r
 
 func TestConfiguredJitterReachesTheStore(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
-	js := &jitterStore{Store: store.NewMemory(clk)}
+	js := &jitterStore{Store: memorystore.New(clk)}
 	l := limiter.New(js, limiter.Options{Policy: window(1, time.Hour), Clock: clk, Jitter: 5 * time.Second, MaxWait: dur(0)})
 	t.Cleanup(func() { l.Close() })
 	b := l.Budget(key, "test")

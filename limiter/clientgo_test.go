@@ -46,6 +46,7 @@ import (
 	"github.com/k8sratelimit/k8sratelimit/internal/decided"
 	"github.com/k8sratelimit/k8sratelimit/limiter"
 	"github.com/k8sratelimit/k8sratelimit/store"
+	"github.com/k8sratelimit/k8sratelimit/store/memorystore"
 )
 
 // ---------------------------------------------------------------------------
@@ -82,7 +83,7 @@ func cgNew(t *testing.T, opts limiter.Options) *cgHarness {
 	if opts.Clock != nil {
 		storeClock = opts.Clock
 	}
-	st := &cgStore{Store: store.NewMemory(storeClock)}
+	st := &cgStore{Store: memorystore.New(storeClock)}
 	obs := &cgObserver{}
 	opts.Observer = obs
 	lim := limiter.New(st, opts)

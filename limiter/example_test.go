@@ -11,6 +11,7 @@ import (
 	"github.com/k8sratelimit/k8sratelimit/internal/apisim"
 	"github.com/k8sratelimit/k8sratelimit/limiter"
 	"github.com/k8sratelimit/k8sratelimit/store"
+	"github.com/k8sratelimit/k8sratelimit/store/memorystore"
 )
 
 func Example() {
@@ -19,7 +20,7 @@ func Example() {
 
 	// Two requests per minute per API server, never waiting more than 1s.
 	maxWait := time.Second
-	l := limiter.New(store.NewMemory(nil), limiter.Options{
+	l := limiter.New(memorystore.New(nil), limiter.Options{
 		Policy:   store.Policy{Strategy: store.Window, Limit: 2, Timespan: time.Minute},
 		MaxWait:  &maxWait,
 		Adaptive: true,
@@ -47,7 +48,7 @@ func Example() {
 }
 
 func ExampleBudget_Wait() {
-	l := limiter.New(store.NewMemory(nil), limiter.Options{
+	l := limiter.New(memorystore.New(nil), limiter.Options{
 		Policy: store.Policy{Strategy: store.Linear, Limit: 100, Timespan: time.Second},
 	})
 	defer l.Close()

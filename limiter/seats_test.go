@@ -17,7 +17,7 @@ import (
 
 	rlerrors "github.com/k8sratelimit/k8sratelimit/errors"
 	"github.com/k8sratelimit/k8sratelimit/limiter"
-	"github.com/k8sratelimit/k8sratelimit/store"
+	"github.com/k8sratelimit/k8sratelimit/store/memorystore"
 )
 
 // server is a RoundTripper that holds each request until the test answers
@@ -363,7 +363,7 @@ func TestBothLimitsHold(t *testing.T) {
 		sends <- clk.Now()
 		return &http.Response{StatusCode: http.StatusOK, Body: io.NopCloser(strings.NewReader("{}")), Request: req}, nil
 	})
-	l := limiter.New(store.NewMemory(clk), limiter.Options{Policy: window(4, time.Second), Clock: clk, Concurrency: limiter.Concurrency{Fixed: 2}})
+	l := limiter.New(memorystore.New(clk), limiter.Options{Policy: window(4, time.Second), Clock: clk, Concurrency: limiter.Concurrency{Fixed: 2}})
 	t.Cleanup(func() { l.Close() })
 	tr := l.Budget(key, "test").Wrap(rt)
 	var results []<-chan error

@@ -15,6 +15,7 @@ import (
 	"github.com/k8sratelimit/k8sratelimit"
 	rlerrors "github.com/k8sratelimit/k8sratelimit/errors"
 	"github.com/k8sratelimit/k8sratelimit/store"
+	"github.com/k8sratelimit/k8sratelimit/store/redisstore"
 )
 
 // statusCmd prints every budget in the shared Redis store: used / limit in
@@ -42,7 +43,7 @@ func statusCmd(args, environ []string, stdout, stderr io.Writer) int {
 			k8sratelimit.EnvStore, cfg.Store)
 		return 2
 	}
-	s, err := store.NewRedisFromURL(cfg.RedisURL.Reveal(), store.RedisOptions{Timeout: 5 * time.Second})
+	s, err := redisstore.NewFromURL(cfg.RedisURL.Reveal(), redisstore.Options{Timeout: 5 * time.Second})
 	if err != nil {
 		// Not err itself: go-redis quotes query values, which may be secret.
 		fmt.Fprintf(stderr, "kube-ratelimit: %s=%q: cannot make a Redis client from it\n", k8sratelimit.EnvRedisURL, cfg.RedisURL)
@@ -70,8 +71,8 @@ func statusCmd(args, environ []string, stdout, stderr io.Writer) int {
 }
 
 // printStatus prints one table of the budgets of owner (all when empty).
-func printStatus(ctx context.Context, s *store.Redis, owner string, w io.Writer) error {
-	budgets, err := s.Budgets(ctx)
+func printStatus(ctx context.Context, s *redisstore.Store, owner string, w io.Writer) error {
+	budgets, err := s.Status(ctx)
 	if err != nil {
 		return err
 	}

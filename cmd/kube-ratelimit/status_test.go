@@ -12,6 +12,7 @@ import (
 
 	"github.com/k8sratelimit/k8sratelimit/internal/redistest"
 	"github.com/k8sratelimit/k8sratelimit/store"
+	"github.com/k8sratelimit/k8sratelimit/store/redisstore"
 )
 
 func TestStatusCommandShowsSharedBudgets(t *testing.T) {
@@ -20,14 +21,14 @@ func TestStatusCommandShowsSharedBudgets(t *testing.T) {
 	// Two processes' worth of stores use one budget; another owner uses
 	// its own.
 	p := store.Policy{Strategy: store.Window, Limit: 3, Timespan: time.Minute}
-	a := store.NewRedis(srv.Client(), store.RedisOptions{Presence: 50 * time.Millisecond})
-	b := store.NewRedis(srv.Client(), store.RedisOptions{Presence: 50 * time.Millisecond})
+	a := redisstore.New(srv.Client(), redisstore.Options{Presence: 50 * time.Millisecond})
+	b := redisstore.New(srv.Client(), redisstore.Options{Presence: 50 * time.Millisecond})
 	t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
 	// Their limiters report the seats of the shared budget: a limit of 4
 	// learned by both, 3 seats held by one, 1 by the other.
 	a.ReportSeats("k8s:ops:api.example.com", func() (int, int) { return 4, 3 })
 	b.ReportSeats("k8s:ops:api.example.com", func() (int, int) { return 4, 1 })
-	for _, s := range []*store.Redis{a, a, b, b} {
+	for _, s := range []*redisstore.Store{a, a, b, b} {
 		_, err := s.Reserve(ctx, "k8s:ops:api.example.com", p, store.Request{MaxWait: store.NoMaxWait})
 		require.NoError(t, err)
 	}

@@ -5,7 +5,7 @@
 //	func TestConformance(t *testing.T) {
 //		storetest.Run(t, func(t *testing.T) storetest.Harness {
 //			c := clocktesting.NewFakeClock(time.Now())
-//			return storetest.Harness{Store: store.NewMemory(c), Advance: c.Step}
+//			return storetest.Harness{Store: memorystore.New(c), Advance: c.Step}
 //		})
 //	}
 package storetest

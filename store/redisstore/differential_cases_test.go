@@ -1,0 +1,120 @@
+package redisstore_test
+
+import (
+	"time"
+
+	"github.com/k8sratelimit/k8sratelimit/store"
+)
+
+// diffRegressions are reduced sequences on which the stores once
+// disagreed.
+var diffRegressions = map[string]diffCase{
+	// The Redis store counted the requests held in-process twice when it
+	// estimated the slot of a linear request queued behind them.
+	"LinearQueueBehindHeldRequests": {policy: linearPolicy(1, 1, 2), queue: true, ops: []diffOp{
+		setCooldownOp(diffStep),
+		reserveOp(store.NoMaxWait, diffStep),
+		reserveOp(store.NoMaxWait, 0),
+	}},
+	// The Redis store let a linear reservation released after its slot
+	// be confirmed, and sent.
+	"LinearConfirmAfterRelease": {policy: linearPolicy(4, 1, 0), ops: []diffOp{
+		reserveOp(halfSteps(0), 2*diffStep),
+		reserveOp(halfSteps(3), diffStep),
+		advanceOp(2 * diffStep),
+		setCooldownOp(6 * diffStep),
+		releaseOp(0, false),
+		confirmOp(0, true),
+	}},
+}
+
+// diffKnown are reduced sequences on which the stores still disagree, and
+// which the random sequences keep out of their way. Each must still
+// disagree: once it no longer does, it belongs in diffRegressions.
+var diffKnown = map[string]diffCase{
+	// A request the Redis store holds in-process (its slot more than a
+	// timespan ahead) leaves nothing in Redis when released: a newcomer
+	// gets the earliest slot that fits, where the memory store gives it
+	// the released slot, later.
+	"ReleaseOfHeldRequest": {policy: windowPolicy(1, 1), queue: true, free: true, ops: []diffOp{
+		reserveOp(store.NoMaxWait, diffStep),
+		reserveOp(halfSteps(2), diffStep),
+		releaseOp(0, false),
+		reserveOp(store.NoMaxWait, 0),
+	}},
+	// A held request is reserved afresh when its slot comes within a
+	// timespan. With a jitter of a timespan or more its base slot has
+	// come by then: it is admitted at once, without its jitter, earlier
+	// than the memory store's slot.
+	"HeldRequestWithJitterOfATimespan": {policy: windowPolicy(4, 2), queue: true, free: true, ops: []diffOp{
+		reserveOp(halfSteps(0), 0),
+		reserveOp(halfSteps(1), diffStep),
+		reserveOp(halfSteps(0), 0),
+		reserveOp(halfSteps(2), 0),
+		reserveOp(store.NoMaxWait, 2*diffStep),
+		advanceOp(3 * diffStep),
+		setCooldownOp(4 * diffStep),
+		wakeOp(2*diffStep, 0, false),
+	}},
+	// A held request reserved afresh after a cooldown gets its jitter
+	// again after the cooldown's end, later than the memory store's slot,
+	// which the cooldown did not move.
+	"HeldRequestAfterCooldown": {policy: windowPolicy(1, 4), queue: true, free: true, ops: []diffOp{
+		reserveOp(store.NoMaxWait, 0),
+		reserveOp(halfSteps(11), 2*diffStep),
+		reserveOp(store.NoMaxWait, 2*diffStep),
+		reserveOp(store.NoMaxWait, 0),
+		setCooldownOp(6 * diffStep),
+		wakeOp(0, 0, false),
+	}},
+	// A late confirmation moves the reservations it crowds; the Redis
+	// store does not move the estimates of the requests it holds, and
+	// answers newcomers from them.
+	"LateConfirmationBeforeHeldRequests": {policy: windowPolicy(1, 2), queue: true, free: true, ops: []diffOp{
+		reserveOp(store.NoMaxWait, 0),
+		reserveOp(store.NoMaxWait, 0),
+		reserveOp(store.NoMaxWait, 0),
+		reserveOp(store.NoMaxWait, 0),
+		reserveOp(store.NoMaxWait, 0),
+		wakeOp(diffStep, 0, false),
+		reserveOp(halfSteps(2), 0),
+	}},
+	// A confirmation a timespan or more after its slot: the Redis store
+	// has dropped the reservation (linear: renew; window: the trim of
+	// every reserve) and reserves a slot again, where the memory store
+	// sends at once.
+	"ConfirmationATimespanLate": {policy: linearPolicy(2, 2, 1), free: true, ops: []diffOp{
+		reserveOp(halfSteps(3), 0),
+		reserveOp(halfSteps(3), 0),
+		advanceOp(3 * diffStep),
+		reserveOp(halfSteps(1), 0),
+		wakeOp(2*diffStep, 1, false),
+		reserveOp(halfSteps(1), 2*diffStep),
+		confirmOp(0, false),
+	}},
+	// Entries of a window at the same instant are ordered by member name
+	// in Redis, not by arrival: a late confirmation moves a released slot
+	// reserved before it at the same instant, as if it came after it, where
+	// the memory store leaves it.
+	"ReleasedSlotAtTheSameInstant": {policy: windowPolicy(3, 3), free: true, ops: []diffOp{
+		setCooldownOp(5 * diffStep),
+		advanceOp(3 * diffStep),
+		reserveOp(halfSteps(2), 0),
+		reserveOp(halfSteps(2), 0),
+		releaseOp(0, false),
+		wakeOp(2*diffStep, 0, false),
+		reserveOp(0, 0),
+		reserveOp(halfSteps(0), 0),
+	}},
+}
+
+// windowPolicy returns a window budget of limit per span steps.
+func windowPolicy(limit, span int) store.Policy {
+	return store.Policy{Strategy: store.Window, Limit: limit, Timespan: time.Duration(span) * diffStep}
+}
+
+// linearPolicy returns a linear budget of limit per interval × limit
+// steps.
+func linearPolicy(limit, interval, burst int) store.Policy {
+	return store.Policy{Strategy: store.Linear, Limit: limit, Timespan: time.Duration(limit*interval) * diffStep, Burst: burst}
+}
