@@ -20,6 +20,7 @@ import (
 
 	"github.com/k8sratelimit/k8sratelimit/cluster"
 	rlerrors "github.com/k8sratelimit/k8sratelimit/errors"
+	"github.com/k8sratelimit/k8sratelimit/internal/ctxopt"
 	"github.com/k8sratelimit/k8sratelimit/limiter"
 	"github.com/k8sratelimit/k8sratelimit/store"
 	"github.com/k8sratelimit/k8sratelimit/store/memorystore"
@@ -31,7 +32,7 @@ import (
 // built from the environment by Configure and Default.
 type Limiter struct {
 	cfg    Config
-	engine *limiter.Limiter // nil when disabled
+	engine *limiter.Engine // nil when disabled
 
 	store      io.Closer // the store New made, if it must be closed
 	closeStore sync.Once
@@ -143,7 +144,7 @@ func newStore(cfg Config, o options, m *metrics) (store.Store, error) {
 	if cfg.Store != StoreRedis {
 		return memorystore.New(o.clock), nil
 	}
-	opts := redisstore.Options{Failure: store.FailurePolicy(cfg.StoreFailure), Logger: o.logger}
+	opts := redisstore.Options{Failure: cfg.StoreFailure, Logger: o.logger}
 	if m != nil {
 		opts.OnEvent = m.storeEvent
 	}
@@ -156,7 +157,7 @@ func newStore(cfg Config, o options, m *metrics) (store.Store, error) {
 
 // policy returns the store policy of the configuration.
 func (c Config) policy() store.Policy {
-	return store.Policy{Strategy: store.Strategy(c.Strategy), Limit: c.Limit, Timespan: c.Timespan, Burst: c.Burst}
+	return store.Policy{Strategy: c.Strategy, Limit: c.Limit, Timespan: c.Timespan, Burst: c.Burst}
 }
 
 // Config returns the configuration the Limiter was made with.
@@ -276,9 +277,9 @@ func (l *Limiter) Close() error {
 
 // wrapsEngine reports whether rt, or a transport it wraps, is a Transport
 // of engine.
-func wrapsEngine(rt http.RoundTripper, engine *limiter.Limiter) bool {
+func wrapsEngine(rt http.RoundTripper, engine *limiter.Engine) bool {
 	for rt != nil {
-		if t, ok := rt.(*limiter.Transport); ok && t.Budget().Limiter() == engine {
+		if t, ok := rt.(*limiter.Transport); ok && t.Budget().Engine() == engine {
 			return true
 		}
 		w, ok := rt.(utilnet.RoundTripperWrapper)
@@ -293,11 +294,11 @@ func wrapsEngine(rt http.RoundTripper, engine *limiter.Limiter) bool {
 // WithMaxWait returns a context whose Kubernetes requests wait at most d
 // for their slot (0: never), whatever the configured maximum wait.
 func WithMaxWait(ctx context.Context, d time.Duration) context.Context {
-	return limiter.WithMaxWait(ctx, d)
+	return ctxopt.WithMaxWait(ctx, d)
 }
 
 // WithoutLimit returns a context whose Kubernetes requests are exempt:
 // they never wait and consume nothing.
 func WithoutLimit(ctx context.Context) context.Context {
-	return limiter.WithoutLimit(ctx)
+	return ctxopt.WithoutLimit(ctx)
 }

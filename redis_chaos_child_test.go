@@ -72,7 +72,7 @@ func runChaosChild() int {
 	logger := funcr.New(func(prefix, args string) { fmt.Fprintln(os.Stderr, prefix, args) }, funcr.Options{})
 	var out lines
 	rs, err := redisstore.NewFromURL(cfg.RedisURL.Reveal(), redisstore.Options{
-		Failure: store.FailurePolicy(cfg.StoreFailure),
+		Failure: cfg.StoreFailure,
 		Logger:  logger,
 		OnEvent: func(e store.Event) {
 			if e.Type == store.EventDown || e.Type == store.EventUp {

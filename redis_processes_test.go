@@ -81,7 +81,7 @@ func runChild() int {
 	skew, _ := time.ParseDuration(os.Getenv(childSkew))
 	logger := funcr.New(func(prefix, args string) { fmt.Fprintln(os.Stderr, prefix, args) }, funcr.Options{})
 	// The store New would make from cfg, made here to time its decisions.
-	rs, err := redisstore.NewFromURL(cfg.RedisURL.Reveal(), redisstore.Options{Failure: store.FailurePolicy(cfg.StoreFailure), Logger: logger})
+	rs, err := redisstore.NewFromURL(cfg.RedisURL.Reveal(), redisstore.Options{Failure: cfg.StoreFailure, Logger: logger})
 	if err != nil {
 		return fail(err)
 	}

@@ -20,7 +20,7 @@ import (
 // with room to spare: benchPolicy admits up to 100 requests per
 // microsecond and keeps 100-150 live entries at benchmark speed, the same
 // order as the default of 400 per minute in full use.
-var benchPolicy = store.Policy{Strategy: store.Window, Limit: 1000, Timespan: 10 * time.Microsecond}
+var benchPolicy = store.Policy{Strategy: store.StrategyWindow, Limit: 1000, Timespan: 10 * time.Microsecond}
 
 const (
 	benchKey     = "k8s:default:https://apiserver.example:6443"

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/k8sratelimit/k8sratelimit"
 	rlerrors "github.com/k8sratelimit/k8sratelimit/errors"
 	"github.com/k8sratelimit/k8sratelimit/limiter"
 	"github.com/k8sratelimit/k8sratelimit/store"
@@ -31,7 +32,7 @@ func setup(t *testing.T, p store.Policy, opts limiter.Options) (*limiter.Budget,
 }
 
 func window(limit int, span time.Duration) store.Policy {
-	return store.Policy{Strategy: store.Window, Limit: limit, Timespan: span}
+	return store.Policy{Strategy: store.StrategyWindow, Limit: limit, Timespan: span}
 }
 
 func dur(d time.Duration) *time.Duration { return &d }
@@ -101,7 +102,7 @@ func TestMaxWaitFailsAtOnceAndReservesNothing(t *testing.T) {
 	assert.Zero(t, clk.Waiters(), "the refusal was decided before sleeping")
 
 	// The refused request reserved nothing: the next one gets the slot at 10s.
-	done := waitAsync(limiter.WithMaxWait(ctx, 10*time.Second), b)
+	done := waitAsync(k8sratelimit.WithMaxWait(ctx, 10*time.Second), b)
 	untilWaiting(t, clk, 1)
 	clk.Step(10 * time.Second)
 	assert.NoError(t, finished(t, done))
@@ -135,9 +136,9 @@ func TestWithMaxWaitOverrides(t *testing.T) {
 	require.NoError(t, b.Wait(ctx))
 
 	var rle *rlerrors.RateLimitExceededError
-	require.ErrorAs(t, b.Wait(limiter.WithMaxWait(ctx, 0)), &rle)
+	require.ErrorAs(t, b.Wait(k8sratelimit.WithMaxWait(ctx, 0)), &rle)
 
-	done := waitAsync(limiter.WithMaxWait(ctx, time.Minute), b)
+	done := waitAsync(k8sratelimit.WithMaxWait(ctx, time.Minute), b)
 	untilWaiting(t, clk, 1)
 	clk.Step(10 * time.Second)
 	assert.NoError(t, finished(t, done), "a longer per-request max wait lets it wait")
@@ -166,7 +167,7 @@ func TestCooldownMovesWaiters(t *testing.T) {
 	done := waitAsync(ctx, b)
 	untilWaiting(t, clk, 1)
 
-	left, err := b.Cooldown(ctx, 30*time.Second)
+	left, err := b.SetCooldown(ctx, 30*time.Second)
 	require.NoError(t, err)
 	assert.Equal(t, 30*time.Second, left)
 	untilWaiting(t, clk, 1)
@@ -184,7 +185,7 @@ func TestCooldownBeyondMaxWaitFailsWaitersAtOnce(t *testing.T) {
 	done := waitAsync(ctx, b)
 	untilWaiting(t, clk, 1)
 
-	_, err := b.Cooldown(ctx, time.Minute)
+	_, err := b.SetCooldown(ctx, time.Minute)
 	require.NoError(t, err)
 	err = finished(t, done)
 	var rle *rlerrors.RateLimitExceededError
@@ -192,7 +193,7 @@ func TestCooldownBeyondMaxWaitFailsWaitersAtOnce(t *testing.T) {
 	assert.Equal(t, time.Minute, rle.RetryAfter(), "RetryAfter is its new wait")
 
 	// Its slot was released: nothing is reserved after the cooldown.
-	err = b.Wait(limiter.WithMaxWait(ctx, 0))
+	err = b.Wait(k8sratelimit.WithMaxWait(ctx, 0))
 	require.ErrorAs(t, err, &rle)
 	assert.Equal(t, time.Minute, rle.RetryAfter())
 }
@@ -262,7 +263,7 @@ func TestSlowWaitIsLoggedOncePerSecond(t *testing.T) {
 	assert.Contains(t, lines[0], `"reason"="client-side budget"`)
 	assert.Contains(t, lines[0], `"cluster"="test"`)
 
-	second := waitAsync(limiter.WithMaxWait(ctx, time.Hour), b)
+	second := waitAsync(k8sratelimit.WithMaxWait(ctx, time.Hour), b)
 	untilWaiting(t, clk, 1)
 	clk.Step(2 * time.Second)
 	require.NoError(t, finished(t, second))
@@ -292,7 +293,7 @@ func TestCooldownWaitIsLoggedWithItsReason(t *testing.T) {
 	log := funcr.New(func(prefix, args string) { lines = append(lines, args) }, funcr.Options{})
 	b, clk := setup(t, window(100, time.Minute), limiter.Options{Logger: log})
 	ctx := context.Background()
-	_, err := b.Cooldown(ctx, 3*time.Second)
+	_, err := b.SetCooldown(ctx, 3*time.Second)
 	require.NoError(t, err)
 
 	done := waitAsync(ctx, b)

@@ -62,7 +62,7 @@ const (
 type cgHarness struct {
 	srv    *apisim.Server
 	store  *cgStore
-	lim    *limiter.Limiter
+	lim    *limiter.Engine
 	budget *limiter.Budget
 	key    string
 	obs    *cgObserver
@@ -111,7 +111,7 @@ func cgNew(t *testing.T, opts limiter.Options) *cgHarness {
 }
 
 func cgWindow(limit int, span time.Duration) store.Policy {
-	return store.Policy{Strategy: store.Window, Limit: limit, Timespan: span}
+	return store.Policy{Strategy: store.StrategyWindow, Limit: limit, Timespan: span}
 }
 
 func cgDur(d time.Duration) *time.Duration { return &d }
@@ -568,7 +568,7 @@ func TestClientGoLeasesAreExempt(t *testing.T) {
 
 	t.Run("cooldown", func(t *testing.T) {
 		h := cgNew(t, limiter.Options{Policy: cgWindow(100, time.Hour), MaxWait: cgDur(0), Adaptive: true})
-		left, err := h.budget.Cooldown(context.Background(), time.Hour)
+		left, err := h.budget.SetCooldown(context.Background(), time.Hour)
 		require.NoError(t, err)
 		require.Equal(t, time.Hour, left.Round(time.Minute))
 		cgRLE(t, h.getPod(context.Background(), "x")) // counted requests cannot pass
@@ -591,7 +591,7 @@ func TestClientGoLeasesAreExempt(t *testing.T) {
 	t.Run("leader election", func(t *testing.T) {
 		h := cgNew(t, limiter.Options{Policy: cgWindow(1, time.Hour), MaxWait: cgDur(0), Adaptive: true})
 		h.exhaust(t)
-		_, err := h.budget.Cooldown(context.Background(), time.Hour)
+		_, err := h.budget.SetCooldown(context.Background(), time.Hour)
 		require.NoError(t, err)
 
 		ctx, cancel := context.WithCancel(context.Background())
@@ -1003,7 +1003,7 @@ func TestClientGoCooldownMovesWaiters(t *testing.T) {
 	cgSettle(t, func() bool { return h.sends.count.Load() == 2 && fc.Waiters() == 4 }, "2 sent, 4 waiting")
 
 	confirms := h.store.confirms.Load()
-	left, err := h.budget.Cooldown(context.Background(), 700*time.Millisecond)
+	left, err := h.budget.SetCooldown(context.Background(), 700*time.Millisecond)
 	require.NoError(t, err)
 	require.Equal(t, 700*time.Millisecond, left)
 	cgSettle(t, func() bool { return h.store.confirms.Load() == confirms+4 && fc.Waiters() == 4 },
@@ -1203,7 +1203,7 @@ func TestClientGoLinearSpacing(t *testing.T) {
 		interval = 100 * time.Millisecond
 		tol      = 40 * time.Millisecond
 	)
-	h := cgNew(t, limiter.Options{Policy: store.Policy{Strategy: store.Linear, Limit: 10, Timespan: time.Second, Burst: 1}})
+	h := cgNew(t, limiter.Options{Policy: store.Policy{Strategy: store.StrategyLinear, Limit: 10, Timespan: time.Second, Burst: 1}})
 	cgConcurrent(t, h, n)
 
 	sends := h.sends.instants("/pods/c-")

@@ -18,7 +18,7 @@ func Example() {
 	var s store.Store = memorystore.New(clk)
 	ctx := context.Background()
 	key := "k8s:default:api.example.com"
-	p := store.Policy{Strategy: store.Window, Limit: 1, Timespan: time.Second}
+	p := store.Policy{Strategy: store.StrategyWindow, Limit: 1, Timespan: time.Second}
 	anyWait := store.Request{MaxWait: store.NoMaxWait}
 
 	first, _ := s.Reserve(ctx, key, p, anyWait)

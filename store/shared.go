@@ -7,15 +7,15 @@ import "time"
 type FailurePolicy string
 
 const (
-	// FailLocal falls back to an in-process budget with this process's
+	// FailureLocal falls back to an in-process budget with this process's
 	// share of the limit: the limit divided by the number of processes last
 	// seen sharing the budget.
-	FailLocal FailurePolicy = "local"
-	// FailOpen admits every request.
-	FailOpen FailurePolicy = "open"
-	// FailClosed fails every counted request with an error that wraps the
+	FailureLocal FailurePolicy = "local"
+	// FailureOpen admits every request.
+	FailureOpen FailurePolicy = "open"
+	// FailureClosed fails every counted request with an error that wraps the
 	// store's.
-	FailClosed FailurePolicy = "closed"
+	FailureClosed FailurePolicy = "closed"
 )
 
 // EventType tells what a store Event reports.

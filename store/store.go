@@ -30,12 +30,12 @@ import (
 type Strategy string
 
 const (
-	// Window allows at most Limit requests to be sent in any rolling
-	// Timespan, exactly.
-	Window Strategy = "window"
-	// Linear paces requests one every Timespan/Limit with a burst allowance
-	// of Burst (the generic cell rate algorithm).
-	Linear Strategy = "linear"
+	// StrategyWindow allows at most Limit requests to be sent in any
+	// rolling Timespan, exactly.
+	StrategyWindow Strategy = "window"
+	// StrategyLinear paces requests one every Timespan/Limit with a burst
+	// allowance of Burst (the generic cell rate algorithm).
+	StrategyLinear Strategy = "linear"
 )
 
 // Policy describes a budget. The zero Policy is not valid.
@@ -45,7 +45,8 @@ type Policy struct {
 	Limit int
 	// Timespan is the period of the budget, positive.
 	Timespan time.Duration
-	// Burst is the burst allowance of Linear: 0 means 1. Window ignores it.
+	// Burst is the burst allowance of StrategyLinear: 0 means 1.
+	// StrategyWindow ignores it.
 	Burst int
 }
 

@@ -85,7 +85,7 @@ func printStatus(ctx context.Context, s *redisstore.Store, owner string, w io.Wr
 			continue
 		}
 		used := "-"
-		if b.Strategy == store.Window {
+		if b.Strategy == store.StrategyWindow {
 			used = fmt.Sprintf("%d/%d", b.Used, b.Limit)
 		} else if b.Limit > 0 {
 			used = fmt.Sprintf("-/%d", b.Limit)

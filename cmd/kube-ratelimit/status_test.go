@@ -20,7 +20,7 @@ func TestStatusCommandShowsSharedBudgets(t *testing.T) {
 	ctx := context.Background()
 	// Two processes' worth of stores use one budget; another owner uses
 	// its own.
-	p := store.Policy{Strategy: store.Window, Limit: 3, Timespan: time.Minute}
+	p := store.Policy{Strategy: store.StrategyWindow, Limit: 3, Timespan: time.Minute}
 	a := redisstore.New(srv.Client(), redisstore.Options{Presence: 50 * time.Millisecond})
 	b := redisstore.New(srv.Client(), redisstore.Options{Presence: 50 * time.Millisecond})
 	t.Cleanup(func() { _ = a.Close(); _ = b.Close() })

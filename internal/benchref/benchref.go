@@ -21,7 +21,7 @@ import (
 const Key = "k8s:default:https://apiserver.example:6443"
 
 // DefaultPolicy is the default configuration: 400 per minute, window.
-var DefaultPolicy = store.Policy{Strategy: store.Window, Limit: 400, Timespan: time.Minute}
+var DefaultPolicy = store.Policy{Strategy: store.StrategyWindow, Limit: 400, Timespan: time.Minute}
 
 // ManyBudgets is how many budgets the memory benchmarks fill a store with.
 const ManyBudgets = 10_000

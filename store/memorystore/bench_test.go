@@ -27,8 +27,8 @@ import (
 // default of 400 per minute in full use. benchLinear spaces requests 1ns
 // apart with a burst of a million.
 var (
-	benchWindow = store.Policy{Strategy: store.Window, Limit: 1000, Timespan: 10 * time.Microsecond}
-	benchLinear = store.Policy{Strategy: store.Linear, Limit: 1_000_000, Timespan: time.Millisecond, Burst: 1_000_000}
+	benchWindow = store.Policy{Strategy: store.StrategyWindow, Limit: 1000, Timespan: 10 * time.Microsecond}
+	benchLinear = store.Policy{Strategy: store.StrategyLinear, Limit: 1_000_000, Timespan: time.Millisecond, Burst: 1_000_000}
 )
 
 var benchStrategies = []struct {
@@ -140,7 +140,7 @@ func BenchmarkMemory10kBudgets(b *testing.B) {
 	}{
 		{"window-400-per-minute/1-request", benchref.DefaultPolicy, 1},
 		{"window-400-per-minute/400-requests", benchref.DefaultPolicy, 400},
-		{"linear-400-per-minute/1-request", store.Policy{Strategy: store.Linear, Limit: 400, Timespan: time.Minute}, 1},
+		{"linear-400-per-minute/1-request", store.Policy{Strategy: store.StrategyLinear, Limit: 400, Timespan: time.Minute}, 1},
 	}
 	ctx := context.Background()
 	keys := benchref.BudgetKeys(benchref.ManyBudgets)
@@ -198,7 +198,7 @@ func TestMemoryDropsIdleBudgets(t *testing.T) {
 		horizon time.Duration // how long one request keeps a budget busy
 	}{
 		{"window", benchref.DefaultPolicy, benchref.DefaultPolicy.Timespan},
-		{"linear", store.Policy{Strategy: store.Linear, Limit: 10, Timespan: time.Minute, Burst: 10}, 6 * time.Second},
+		{"linear", store.Policy{Strategy: store.StrategyLinear, Limit: 10, Timespan: time.Minute, Burst: 10}, 6 * time.Second},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -259,7 +259,7 @@ func TestMemoryKeepsBusyBudgets(t *testing.T) {
 	ctx := context.Background()
 	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	m := memorystore.New(clk)
-	p := store.Policy{Strategy: store.Window, Limit: 1, Timespan: time.Minute}
+	p := store.Policy{Strategy: store.StrategyWindow, Limit: 1, Timespan: time.Minute}
 
 	// "waiter": one sent now, one deferred by a minute.
 	for range 2 {

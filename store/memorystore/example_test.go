@@ -15,7 +15,7 @@ func Example() {
 	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	m := memorystore.New(clk)
 	ctx := context.Background()
-	p := store.Policy{Strategy: store.Window, Limit: 2, Timespan: 10 * time.Second}
+	p := store.Policy{Strategy: store.StrategyWindow, Limit: 2, Timespan: 10 * time.Second}
 	anyWait := store.Request{MaxWait: store.NoMaxWait}
 
 	for range 4 {

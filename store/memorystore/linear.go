@@ -6,7 +6,7 @@ import (
 	"github.com/k8sratelimit/k8sratelimit/store"
 )
 
-// linear is the state of a budget under the Linear strategy: the generic
+// linear is the state of a budget under store.StrategyLinear: the generic
 // cell rate algorithm. tat is the theoretical arrival time: a request may
 // be sent at tat - tau, where tau = (burst-1) * interval is the burst
 // allowance, and each request moves tat one interval on.

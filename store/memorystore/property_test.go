@@ -206,7 +206,7 @@ func TestPropertyWindow(t *testing.T) {
 			jitter: 50 * time.Millisecond, late: 20 * time.Millisecond, seed: 8}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.cfg.policy = store.Policy{Strategy: store.Window, Limit: 50, Timespan: time.Second}
+			tc.cfg.policy = store.Policy{Strategy: store.StrategyWindow, Limit: 50, Timespan: time.Second}
 			reqs, ends := simulate(t, tc.cfg)
 			sorted := sends(reqs)
 			checkNoWindowOver(t, sorted, tc.cfg.policy.Limit, tc.cfg.policy.Timespan)
@@ -243,7 +243,7 @@ func TestPropertyLinear(t *testing.T) {
 		{"cancellations and cooldowns", simConfig{arrivals: 100_000, cooldowns: true, cancel: true, seed: 6}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := store.Policy{Strategy: store.Linear, Limit: 50, Timespan: time.Second, Burst: 5}
+			p := store.Policy{Strategy: store.StrategyLinear, Limit: 50, Timespan: time.Second, Burst: 5}
 			tc.cfg.policy = p
 			reqs, ends := simulate(t, tc.cfg)
 			sorted := sends(reqs)

@@ -102,7 +102,7 @@ func (b *budget) reserveLocked(now int64, p store.Policy, r store.Request) store
 	id := b.lastID + 1
 	var slot int64
 	var ok bool
-	if b.strategy == store.Linear {
+	if b.strategy == store.StrategyLinear {
 		slot, ok = b.linear.reserve(now, b.cd, b.interval, b.tau, r)
 	} else {
 		slot, ok = b.window.reserve(now, b.cd, b.limit, b.span, id, r)
@@ -151,7 +151,7 @@ func (m *Store) Confirm(_ context.Context, key string, id uint64) (time.Duration
 		return time.Duration(slot - now), nil
 	}
 	delete(b.pending, id)
-	if slot < now && b.strategy == store.Window {
+	if slot < now && b.strategy == store.StrategyWindow {
 		at := b.window.sendLate(id, slot, now, b.cd, b.limit, b.span, func(id uint64, at int64) { b.pending[id] = at })
 		if at > now {
 			b.pending[id] = at
@@ -174,7 +174,7 @@ func (m *Store) Release(_ context.Context, key string, id uint64) error {
 		return nil
 	}
 	delete(b.pending, id)
-	if b.strategy == store.Linear {
+	if b.strategy == store.StrategyLinear {
 		b.linear.release(slot)
 	} else {
 		b.window.release(id, slot)
@@ -200,7 +200,7 @@ func (b *budget) cooldownLocked(now, until int64) {
 	}
 	b.cd = until
 	var delta int64
-	if b.strategy == store.Linear {
+	if b.strategy == store.StrategyLinear {
 		earliest := earliestAfter(now, -1, maps.Values(b.pending))
 		earliest = earliestAfter(now, earliest, slices.Values(b.linear.freed))
 		if earliest < 0 || earliest >= until {
@@ -289,7 +289,7 @@ func (b *budget) idleLocked(now int64) bool {
 	if len(b.pending) > 0 || b.cd > now {
 		return false
 	}
-	if b.strategy == store.Linear {
+	if b.strategy == store.StrategyLinear {
 		return b.linear.idleAt() <= now
 	}
 	return b.window.idleAt(b.span) <= now
@@ -310,7 +310,7 @@ func (m *Store) Seed(key string, p store.Policy, ago []time.Duration) {
 	b.setPolicyLocked(p)
 	for _, d := range ago {
 		t := here - int64(d)
-		if b.strategy == store.Linear {
+		if b.strategy == store.StrategyLinear {
 			b.linear.tat = max(b.linear.tat, t) + b.interval
 			continue
 		}

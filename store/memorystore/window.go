@@ -18,7 +18,7 @@ type windowEntry struct {
 	id uint64
 }
 
-// window is the state of a budget under the Window strategy: every send
+// window is the state of a budget under store.StrategyWindow: every send
 // instant reserved in the last timespan and after it, in order. The first
 // head entries are dead and reused on compaction.
 //

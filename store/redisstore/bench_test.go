@@ -26,7 +26,7 @@ import (
 //     one GET and one SET), at the limit of redisBenchLinear.
 //
 // Every request must be admitted at once: a benchmark fails on any other
-// answer. The store runs with FailClosed, so that a Redis error fails the
+// answer. The store runs with FailureClosed, so that a Redis error fails the
 // benchmark instead of being decided, unnoticed, by the in-process
 // fallback.
 //
@@ -40,8 +40,8 @@ import (
 // theoretical arrival time 1µs on, far less than the time it takes, so it
 // never falls behind.
 var (
-	redisBenchWindow = store.Policy{Strategy: store.Window, Limit: 1_000_000, Timespan: 10 * time.Millisecond}
-	redisBenchLinear = store.Policy{Strategy: store.Linear, Limit: 1_000_000, Timespan: time.Second, Burst: 1_000_000}
+	redisBenchWindow = store.Policy{Strategy: store.StrategyWindow, Limit: 1_000_000, Timespan: 10 * time.Millisecond}
+	redisBenchLinear = store.Policy{Strategy: store.StrategyLinear, Limit: 1_000_000, Timespan: time.Second, Burst: 1_000_000}
 	redisBenchRate   = redis_rate.Limit{Rate: 1_000_000, Period: time.Second, Burst: 1_000_000}
 )
 
@@ -81,7 +81,7 @@ var redisKinds = []redisKind{
 // contender.
 func redisStoreAdmit(p store.Policy) func(testing.TB, *redis.Client) redisAdmit {
 	return func(tb testing.TB, c *redis.Client) redisAdmit {
-		s := redisstore.New(c, redisstore.Options{Failure: store.FailClosed})
+		s := redisstore.New(c, redisstore.Options{Failure: store.FailureClosed})
 		tb.Cleanup(func() { _ = s.Close() })
 		return func(ctx context.Context, key string) (bool, error) {
 			res, err := s.Reserve(ctx, key, p, store.Request{MaxWait: store.NoMaxWait})
@@ -203,7 +203,7 @@ func BenchmarkRedisMemory(b *testing.B) {
 		policy store.Policy
 	}{
 		{"window-400-per-minute", benchref.DefaultPolicy},
-		{"linear-400-per-minute", store.Policy{Strategy: store.Linear, Limit: 400, Timespan: time.Minute, Burst: 400}},
+		{"linear-400-per-minute", store.Policy{Strategy: store.StrategyLinear, Limit: 400, Timespan: time.Minute, Burst: 400}},
 	}
 	srv := redistest.Start(b)
 	ctx := context.Background()
@@ -218,7 +218,7 @@ func BenchmarkRedisMemory(b *testing.B) {
 				if err := client.FlushAll(ctx).Err(); err != nil {
 					b.Fatal(err)
 				}
-				s := redisstore.New(client, redisstore.Options{Failure: store.FailClosed})
+				s := redisstore.New(client, redisstore.Options{Failure: store.FailureClosed})
 				// Loads the scripts before the baseline; the baseline
 				// holds this one budget, which is not counted.
 				if _, err := s.Reserve(ctx, "baseline", c.policy, store.Request{}); err != nil {

@@ -40,7 +40,7 @@ func TestRedisKeysShareOneSlot(t *testing.T) {
 	t.Cleanup(func() { _ = s.Close() })
 	ctx := context.Background()
 	key := "k8s:team-a:rancher.example.com/k8s/clusters/c-abc"
-	p := store.Policy{Strategy: store.Window, Limit: 1, Timespan: time.Minute}
+	p := store.Policy{Strategy: store.StrategyWindow, Limit: 1, Timespan: time.Minute}
 	for range 2 {
 		_, err := s.Reserve(ctx, key, p, store.Request{MaxWait: store.NoMaxWait})
 		require.NoError(t, err)
@@ -83,7 +83,7 @@ func TestRedisClusterBudgetsFromEveryPrimary(t *testing.T) {
 	ctx := context.Background()
 	s := redisstore.New(cc, redisstore.Options{})
 	t.Cleanup(func() { _ = s.Close() })
-	p := store.Policy{Strategy: store.Window, Limit: 10, Timespan: time.Minute}
+	p := store.Policy{Strategy: store.StrategyWindow, Limit: 10, Timespan: time.Minute}
 	var keys []string
 	for i := range 12 {
 		key := fmt.Sprintf("k8s:ops:api-%d.example.com", i)

@@ -110,11 +110,11 @@ var diffKnown = map[string]diffCase{
 
 // windowPolicy returns a window budget of limit per span steps.
 func windowPolicy(limit, span int) store.Policy {
-	return store.Policy{Strategy: store.Window, Limit: limit, Timespan: time.Duration(span) * diffStep}
+	return store.Policy{Strategy: store.StrategyWindow, Limit: limit, Timespan: time.Duration(span) * diffStep}
 }
 
 // linearPolicy returns a linear budget of limit per interval × limit
 // steps.
 func linearPolicy(limit, interval, burst int) store.Policy {
-	return store.Policy{Strategy: store.Linear, Limit: limit, Timespan: time.Duration(limit*interval) * diffStep, Burst: burst}
+	return store.Policy{Strategy: store.StrategyLinear, Limit: limit, Timespan: time.Duration(limit*interval) * diffStep, Burst: burst}
 }

@@ -95,11 +95,11 @@ func generate(seed uint64) diffCase {
 	c := diffCase{queue: queue}
 	span := 1 + rng.IntN(4) // steps
 	if seed%2 == 0 {
-		c.policy = store.Policy{Strategy: store.Window, Limit: limit, Timespan: time.Duration(span) * diffStep}
+		c.policy = store.Policy{Strategy: store.StrategyWindow, Limit: limit, Timespan: time.Duration(span) * diffStep}
 	} else {
 		interval := 1 + rng.IntN(2)
 		span = limit * interval
-		c.policy = store.Policy{Strategy: store.Linear, Limit: limit, Timespan: time.Duration(span) * diffStep, Burst: rng.IntN(4)}
+		c.policy = store.Policy{Strategy: store.StrategyLinear, Limit: limit, Timespan: time.Duration(span) * diffStep, Burst: rng.IntN(4)}
 	}
 	steps := func(n int) time.Duration { return time.Duration(rng.IntN(n)) * diffStep }
 	for range 30 + rng.IntN(31) {
@@ -272,7 +272,7 @@ func (r *diffRun) apply(o diffOp) error {
 		x.slot, x.spent = now+m, x.spent || (merr == nil && m == 0)
 	case opRelease:
 		x := r.choose(o)
-		if x == nil || (!r.free && r.p.Strategy == store.Window && r.now() >= x.slot) {
+		if x == nil || (!r.free && r.p.Strategy == store.StrategyWindow && r.now() >= x.slot) {
 			return nil // see diffKnown on releases after the slot
 		}
 		merr, derr := r.mem.Release(r.ctx, diffKey, x.mem), r.red.Release(r.ctx, diffKey, x.red)

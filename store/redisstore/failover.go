@@ -96,13 +96,13 @@ func (s *Store) event(e store.Event) {
 	}
 }
 
-// storeError returns the error of a request refused by FailClosed.
+// storeError returns the error of a request refused by FailureClosed.
 func (s *Store) storeError() error {
 	err := fmt.Errorf("unknown error")
 	if p := s.lastErr.Load(); p != nil {
 		err = *p
 	}
-	return fmt.Errorf("store: redis unavailable (store failure policy %q): %w", store.FailClosed, err)
+	return fmt.Errorf("store: redis unavailable (store failure policy %q): %w", store.FailureClosed, err)
 }
 
 // failed handles a failed call: the caller's own cancellation is passed
@@ -121,9 +121,9 @@ func failed[T any](s *Store, ctx context.Context, err error, fallback func() (T,
 func (s *Store) fallbackReserve(ctx context.Context, key string, p store.Policy, r store.Request) (store.Reservation, error) {
 	s.event(store.Event{Type: store.EventFallback, Policy: s.opts.Failure})
 	switch s.opts.Failure {
-	case store.FailOpen:
+	case store.FailureOpen:
 		return store.Reservation{OK: true}, nil
-	case store.FailClosed:
+	case store.FailureClosed:
 		return store.Reservation{}, s.storeError()
 	}
 	b := s.budget(key)
@@ -163,7 +163,7 @@ func (s *Store) share(key string, p store.Policy) store.Policy {
 
 // confirmDuringOutage answers the Confirm of a reservation recorded in
 // Redis while Redis cannot be asked: its wait is over (a waiter confirms
-// at its slot), so it is sent, unless the policy is FailClosed. A request
+// at its slot), so it is sent, unless the policy is FailureClosed. A request
 // still held in-process keeps waiting for its estimated slot.
 func (s *Store) confirmDuringOutage(b *redisBudget, id uint64) (time.Duration, error) {
 	b.mu.Lock()
@@ -177,10 +177,10 @@ func (s *Store) confirmDuringOutage(b *redisBudget, id uint64) (time.Duration, e
 	delete(b.outstanding, id)
 	p := b.policy
 	b.mu.Unlock()
-	if s.opts.Failure == store.FailClosed {
+	if s.opts.Failure == store.FailureClosed {
 		return 0, s.storeError()
 	}
-	if s.opts.Failure != store.FailLocal {
+	if s.opts.Failure != store.FailureLocal {
 		s.sent(b, p)
 		return 0, nil
 	}

@@ -69,15 +69,15 @@ func timedReserve(t *testing.T, s store.Store, key string, p store.Policy, r sto
 }
 
 var (
-	outagePolicy = store.Policy{Strategy: store.Window, Limit: 10, Timespan: time.Minute}
+	outagePolicy = store.Policy{Strategy: store.StrategyWindow, Limit: 10, Timespan: time.Minute}
 	anyWait      = store.Request{MaxWait: store.NoMaxWait}
 )
 
 func TestRedisOutageLocalSharesTheLimitThenRecovers(t *testing.T) {
 	srv := redistest.Start(t)
 	var ev events
-	a := newURLStore(t, srv, store.FailLocal, &ev)
-	b := newURLStore(t, srv, store.FailLocal, nil)
+	a := newURLStore(t, srv, store.FailureLocal, &ev)
+	b := newURLStore(t, srv, store.FailureLocal, nil)
 	for _, s := range []*redisstore.Store{a, b} {
 		res, err := s.Reserve(context.Background(), "k", outagePolicy, anyWait)
 		require.NoError(t, err)
@@ -110,7 +110,7 @@ func TestRedisOutageLocalSharesTheLimitThenRecovers(t *testing.T) {
 
 func TestRedisOutageOpenAdmits(t *testing.T) {
 	srv := redistest.Start(t)
-	s := newURLStore(t, srv, store.FailOpen, nil)
+	s := newURLStore(t, srv, store.FailureOpen, nil)
 	srv.Kill()
 	for i := range 20 {
 		res, err := timedReserve(t, s, "k", outagePolicy, store.Request{MaxWait: 0})
@@ -121,7 +121,7 @@ func TestRedisOutageOpenAdmits(t *testing.T) {
 
 func TestRedisOutageClosedFails(t *testing.T) {
 	srv := redistest.Start(t)
-	s := newURLStore(t, srv, store.FailClosed, nil)
+	s := newURLStore(t, srv, store.FailureClosed, nil)
 	srv.Kill()
 	for range 3 {
 		_, err := timedReserve(t, s, "k", outagePolicy, anyWait)
@@ -133,7 +133,7 @@ func TestRedisOutageClosedFails(t *testing.T) {
 
 func TestRedisSlowServerTimesOut(t *testing.T) {
 	srv := redistest.Start(t)
-	s := newURLStore(t, srv, store.FailLocal, nil)
+	s := newURLStore(t, srv, store.FailureLocal, nil)
 	_, err := s.Reserve(context.Background(), "k", outagePolicy, anyWait)
 	require.NoError(t, err)
 
@@ -150,8 +150,8 @@ func TestRedisSlowServerTimesOut(t *testing.T) {
 
 func TestRedisWaiterSurvivesOutage(t *testing.T) {
 	srv := redistest.Start(t)
-	s := newURLStore(t, srv, store.FailLocal, nil)
-	p := store.Policy{Strategy: store.Window, Limit: 1, Timespan: 10 * time.Second}
+	s := newURLStore(t, srv, store.FailureLocal, nil)
+	p := store.Policy{Strategy: store.StrategyWindow, Limit: 1, Timespan: 10 * time.Second}
 	_, err := s.Reserve(context.Background(), "k", p, anyWait)
 	require.NoError(t, err)
 	res, err := s.Reserve(context.Background(), "k", p, anyWait)
@@ -168,7 +168,7 @@ func TestRedisWaiterSurvivesOutage(t *testing.T) {
 func TestRedisPresenceExpiryFreesADeadProcessesSlots(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := context.Background()
-	p := store.Policy{Strategy: store.Linear, Limit: 10, Timespan: 10 * time.Second} // one per second
+	p := store.Policy{Strategy: store.StrategyLinear, Limit: 10, Timespan: 10 * time.Second} // one per second
 	// This process's presence lasts 150ms after its last refresh.
 	dead := redisstore.New(srv.Client(), redisstore.Options{Presence: 100 * time.Millisecond})
 	for i := range 5 {
@@ -217,7 +217,7 @@ func TestRedisHoldsFarReservationsInProcess(t *testing.T) {
 	ctx := context.Background()
 	s := redisstore.New(client, redisstore.Options{})
 	t.Cleanup(func() { _ = s.Close() })
-	p := store.Policy{Strategy: store.Window, Limit: 2, Timespan: 10 * time.Second}
+	p := store.Policy{Strategy: store.StrategyWindow, Limit: 2, Timespan: 10 * time.Second}
 	var ids []uint64
 	for range 6 {
 		res, err := s.Reserve(ctx, "k", p, anyWait)
@@ -245,7 +245,7 @@ func TestRedisHoldsFarReservationsInProcess(t *testing.T) {
 func TestRedisCloseReleasesThisProcessesSlots(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := context.Background()
-	p := store.Policy{Strategy: store.Window, Limit: 1, Timespan: 10 * time.Second}
+	p := store.Policy{Strategy: store.StrategyWindow, Limit: 1, Timespan: 10 * time.Second}
 	a := redisstore.New(srv.Client(), redisstore.Options{})
 	for range 2 {
 		_, err := a.Reserve(ctx, "k", p, anyWait)
@@ -291,7 +291,7 @@ func TestRedisForgetsBudgetsNoLongerUsed(t *testing.T) {
 	ctx := context.Background()
 	s := redisstore.New(srv.Client(), redisstore.Options{})
 	t.Cleanup(func() { _ = s.Close() })
-	p := store.Policy{Strategy: store.Window, Limit: 1, Timespan: time.Second}
+	p := store.Policy{Strategy: store.StrategyWindow, Limit: 1, Timespan: time.Second}
 	_, err := s.Reserve(ctx, "idle", p, anyWait)
 	require.NoError(t, err)
 	for range 2 { // the second waits: it is outstanding
@@ -312,9 +312,9 @@ func TestRedisForgetsBudgetsNoLongerUsed(t *testing.T) {
 func TestRedisOutageKeepsOneProcessExact(t *testing.T) {
 	srv := redistest.Start(t)
 	var ev events
-	s := newURLStore(t, srv, store.FailLocal, &ev)
+	s := newURLStore(t, srv, store.FailureLocal, &ev)
 	const key = "k8s:exact:api.example.com"
-	p := store.Policy{Strategy: store.Window, Limit: 50, Timespan: time.Second}
+	p := store.Policy{Strategy: store.StrategyWindow, Limit: 50, Timespan: time.Second}
 	now := store.Request{MaxWait: 0}
 
 	sendAll := func(what string) {

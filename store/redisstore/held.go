@@ -56,7 +56,7 @@ func (s *Store) promoteFirstLocked(ctx context.Context, b *redisBudget) error {
 	b.held[0] = nil
 	b.held = b.held[1:]
 	delete(b.heldByID, h.id)
-	if rep.wait > 0 || b.policy.Strategy != store.Linear {
+	if rep.wait > 0 || b.policy.Strategy != store.StrategyLinear {
 		// A window records the send instant: its Confirm moves it to when
 		// the waiter really sends, should that be later.
 		b.outstanding[h.id] = struct{}{}

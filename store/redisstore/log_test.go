@@ -86,7 +86,7 @@ func TestRedisOutageInAChild(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 	ctx := context.Background()
-	p := store.Policy{Strategy: store.Window, Limit: 1000, Timespan: time.Second}
+	p := store.Policy{Strategy: store.StrategyWindow, Limit: 1000, Timespan: time.Second}
 	reserve := func() {
 		_, err := s.Reserve(ctx, "k8s:outage:api.example.com", p, store.Request{MaxWait: store.NoMaxWait})
 		require.NoError(t, err, "the failure policy decides during the outage")

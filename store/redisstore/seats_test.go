@@ -22,7 +22,7 @@ func TestRedisSeatSharesAddUpToTheLimit(t *testing.T) {
 	const key = "k8s:seats:api.example.com"
 	var stores []*redisstore.Store
 	for range 3 {
-		s := newURLStore(t, srv, store.FailLocal, nil)
+		s := newURLStore(t, srv, store.FailureLocal, nil)
 		_, err := s.Reserve(context.Background(), key, outagePolicy, anyWait)
 		require.NoError(t, err)
 		stores = append(stores, s)
@@ -48,8 +48,8 @@ func TestRedisSeatSharesAddUpToTheLimit(t *testing.T) {
 func TestRedisCutsReachTheOtherProcesses(t *testing.T) {
 	srv := redistest.Start(t)
 	const key = "k8s:seats:api.example.com"
-	a := newURLStore(t, srv, store.FailLocal, nil)
-	b := newURLStore(t, srv, store.FailLocal, nil)
+	a := newURLStore(t, srv, store.FailureLocal, nil)
+	b := newURLStore(t, srv, store.FailureLocal, nil)
 	gotA := make(chan store.SeatCut, 1)
 	gotB := make(chan store.SeatCut, 1)
 	a.OnCut(key, func(c store.SeatCut) { gotA <- c })
@@ -76,7 +76,7 @@ func TestRedisCutsReachTheOtherProcesses(t *testing.T) {
 func TestProcessesSharingABudgetHoldNoMoreSeatsThanTheLimit(t *testing.T) {
 	srv := redistest.Start(t)
 	const key = "k8s:seats:api.example.com"
-	policy := store.Policy{Strategy: store.Window, Limit: 10000, Timespan: time.Second}
+	policy := store.Policy{Strategy: store.StrategyWindow, Limit: 10000, Timespan: time.Second}
 
 	var inFlight, most atomic.Int32
 	server := roundTripFunc(func(req *http.Request) (*http.Response, error) {
@@ -90,7 +90,7 @@ func TestProcessesSharingABudgetHoldNoMoreSeatsThanTheLimit(t *testing.T) {
 	var transports []http.RoundTripper
 	var stores []*redisstore.Store
 	for range 2 {
-		s := newURLStore(t, srv, store.FailLocal, nil)
+		s := newURLStore(t, srv, store.FailureLocal, nil)
 		l := limiter.New(s, limiter.Options{Policy: policy, Concurrency: limiter.Concurrency{Fixed: 3}})
 		t.Cleanup(func() { l.Close() })
 		b := l.Budget(key, "test")
@@ -131,10 +131,10 @@ func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { re
 func TestAThrottleInOneProcessCutsTheOthersLimit(t *testing.T) {
 	srv := redistest.Start(t)
 	const key = "k8s:seats:api.example.com"
-	policy := store.Policy{Strategy: store.Window, Limit: 10000, Timespan: time.Second}
+	policy := store.Policy{Strategy: store.StrategyWindow, Limit: 10000, Timespan: time.Second}
 	var budgets []*limiter.Budget
 	for range 2 {
-		s := newURLStore(t, srv, store.FailLocal, nil)
+		s := newURLStore(t, srv, store.FailureLocal, nil)
 		l := limiter.New(s, limiter.Options{Policy: policy, Concurrency: limiter.Concurrency{Adaptive: true}})
 		t.Cleanup(func() { l.Close() })
 		budgets = append(budgets, l.Budget(key, "test"))

@@ -95,7 +95,7 @@ func (s *Store) learnOutageSends(from int64) error {
 		for before < len(sends) && sends[before] < from {
 			before++
 		}
-		if before == len(sends) || p.Strategy == store.Linear {
+		if before == len(sends) || p.Strategy == store.StrategyLinear {
 			return true // nothing sent in the outage
 		}
 		args := append(s.args(b, p, false, 1+len(sends)), before)

@@ -46,7 +46,7 @@ func sendThrough(ctx context.Context, s store.Store, key string, p store.Policy)
 func TestRedisStoresShareOneExactWindow(t *testing.T) {
 	srv := redistest.Start(t)
 	const limit, span, stores, workers, each = 20, 500 * time.Millisecond, 3, 15, 4
-	p := store.Policy{Strategy: store.Window, Limit: limit, Timespan: span}
+	p := store.Policy{Strategy: store.StrategyWindow, Limit: limit, Timespan: span}
 	var sent decided.Recorder
 	var wg sync.WaitGroup
 	for range stores {

@@ -24,7 +24,7 @@ type Options struct {
 	// honour context deadlines (go-redis: ContextTimeoutEnabled), as the
 	// clients NewFromURL builds do.
 	Timeout time.Duration
-	// Failure is the policy while Redis is down. Default FailLocal.
+	// Failure is the policy while Redis is down. Default FailureLocal.
 	Failure store.FailurePolicy
 	// Presence is how often this process refreshes its presence on each
 	// budget it uses. A process that misses 1.5 intervals is gone: its
@@ -109,7 +109,7 @@ func newStore(client redis.UniversalClient, opts Options, own bool) *Store {
 		opts.Timeout = 500 * time.Millisecond
 	}
 	if opts.Failure == "" {
-		opts.Failure = store.FailLocal
+		opts.Failure = store.FailureLocal
 	}
 	if opts.Presence <= 0 {
 		opts.Presence = 2 * time.Second
@@ -230,7 +230,7 @@ func µs(d time.Duration) int64 {
 }
 
 // A process's requests on a budget refresh its presence and count the
-// processes sharing it (for FailLocal's share and the seats' shares) every
+// processes sharing it (for FailureLocal's share and the seats' shares) every
 // presence interval, so that a process that only ever sends at once stays
 // present (its presence lapses after 1.5 intervals); every countEarly in
 // its first earlyFor on the budget, when processes starting together must
@@ -247,7 +247,7 @@ const (
 // ahead when it was last refreshed half a presence interval ago.
 func (s *Store) args(b *redisBudget, p store.Policy, force bool, n int) []any {
 	windowed, here := "0", "0"
-	if p.Strategy != store.Linear {
+	if p.Strategy != store.StrategyLinear {
 		windowed = "1"
 	}
 	now, last := s.localµs(), b.lastHere.Load()
@@ -305,7 +305,7 @@ func (s *Store) reserve(ctx context.Context, b *redisBudget, p store.Policy, r s
 	span := max(p.Timespan, time.Microsecond)
 	args := append(s.args(b, p, false, 11), limit, µs(r.MaxWait), µs(r.Jitter), s.member(id), len(held), µs(ahead))
 	sc := scriptReserveWindow
-	if p.Strategy == store.Linear {
+	if p.Strategy == store.StrategyLinear {
 		interval := max(span/time.Duration(limit), time.Microsecond)
 		var tat int64
 		if n := len(held); n > 0 {
@@ -455,7 +455,7 @@ func (s *Store) confirm(ctx context.Context, b *redisBudget, id uint64) (time.Du
 	}
 	if h, held := b.heldByID[id]; held {
 		left, err := s.confirmHeldLocked(ctx, b, h)
-		if err != nil || left > 0 || p.Strategy == store.Linear {
+		if err != nil || left > 0 || p.Strategy == store.StrategyLinear {
 			b.mu.Unlock()
 			if err == nil && left == 0 {
 				s.sent(b, p)

@@ -4,8 +4,8 @@
 // cooldown, and plugs into client-go as an http.RoundTripper (Transport)
 // and as a flowcontrol.RateLimiter (RateLimiter).
 //
-// A Limiter holds one Budget per API server (per budget key); every client
-// of that server shares it. The root package k8sratelimit builds Limiters
+// An Engine holds one Budget per API server (per budget key); every client
+// of that server shares it. The root package k8sratelimit builds Engines
 // from configuration; use this package directly to assemble one by hand.
 package limiter
 
@@ -21,16 +21,17 @@ import (
 	"k8s.io/utils/clock"
 
 	rlerrors "github.com/k8sratelimit/k8sratelimit/errors"
+	"github.com/k8sratelimit/k8sratelimit/internal/ctxopt"
 	"github.com/k8sratelimit/k8sratelimit/store"
 )
 
-// Options configures a Limiter. The zero value of each field is its
+// Options configures an Engine. The zero value of each field is its
 // default.
 type Options struct {
 	// Policy is the budget of each API server. Required.
 	Policy store.Policy
 	// MaxWait caps how long a request waits for its slot: nil is no cap, 0
-	// never waits. WithMaxWait overrides it per request.
+	// never waits. k8sratelimit.WithMaxWait overrides it per request.
 	MaxWait *time.Duration
 	// Jitter adds a uniform random 0 … Jitter to the slot of a deferred
 	// request.
@@ -54,9 +55,9 @@ type Options struct {
 	Concurrency Concurrency
 }
 
-// Limiter shares budgets between clients. It is safe for concurrent use;
+// Engine shares budgets between clients. It is safe for concurrent use;
 // the zero value is not usable: call New.
-type Limiter struct {
+type Engine struct {
 	store    store.Store
 	policy   store.Policy
 	maxWait  *time.Duration
@@ -77,9 +78,9 @@ type Limiter struct {
 	waiters sync.WaitGroup
 }
 
-// New returns a Limiter that keeps its budgets in s.
-func New(s store.Store, opts Options) *Limiter {
-	l := &Limiter{
+// New returns an Engine that keeps its budgets in s.
+func New(s store.Store, opts Options) *Engine {
+	l := &Engine{
 		store:    s,
 		policy:   opts.Policy,
 		maxWait:  opts.MaxWait,
@@ -108,7 +109,7 @@ func New(s store.Store, opts Options) *Limiter {
 // Budget returns the budget of key, creating it named cluster (the name
 // used in errors, logs and metrics). An existing budget keeps its name;
 // SetCluster renames it.
-func (l *Limiter) Budget(key, cluster string) *Budget {
+func (l *Engine) Budget(key, cluster string) *Budget {
 	if v, ok := l.budgets.Load(key); ok {
 		return v.(*Budget)
 	}
@@ -128,16 +129,16 @@ func (l *Limiter) Budget(key, cluster string) *Budget {
 }
 
 // Policy returns the policy of the budgets.
-func (l *Limiter) Policy() store.Policy { return l.policy }
+func (l *Engine) Policy() store.Policy { return l.policy }
 
 // Store returns the store the budgets live in.
-func (l *Limiter) Store() store.Store { return l.store }
+func (l *Engine) Store() store.Store { return l.store }
 
 // Close wakes every waiting request with errors.ErrClosed, releasing its
 // reservation, and waits until they have all returned. After Close,
 // counted requests fail at once with ErrClosed; exempt ones still pass.
 // Close is idempotent and always returns nil.
-func (l *Limiter) Close() error {
+func (l *Engine) Close() error {
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
@@ -153,7 +154,7 @@ func (l *Limiter) Close() error {
 
 // addWaiter registers a waiting request, or reports that the limiter is
 // closed.
-func (l *Limiter) addWaiter() bool {
+func (l *Engine) addWaiter() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
@@ -163,7 +164,7 @@ func (l *Limiter) addWaiter() bool {
 	return true
 }
 
-func (l *Limiter) isClosed() bool {
+func (l *Engine) isClosed() bool {
 	select {
 	case <-l.done:
 		return true
@@ -173,50 +174,18 @@ func (l *Limiter) isClosed() bool {
 }
 
 // drawJitter returns a uniform random duration in 0 … the jitter.
-func (l *Limiter) drawJitter() time.Duration {
+func (l *Engine) drawJitter() time.Duration {
 	if l.jitter <= 0 {
 		return 0
 	}
 	return time.Duration(rand.Int64N(int64(l.jitter) + 1))
 }
 
-// Context keys of the per-request overrides.
-type (
-	maxWaitKey struct{}
-	noLimitKey struct{}
-)
-
-// maxWaitOverride is the value under maxWaitKey.
-type maxWaitOverride struct {
-	d         time.Duration
-	unlimited bool // wait as long as it takes
-}
-
-// WithMaxWait returns a context whose requests wait at most d for their
-// slot, whatever the configured maximum wait (0: never wait). An admission
-// webhook's API calls, for example, must finish well inside the webhook's
-// timeout.
-func WithMaxWait(ctx context.Context, d time.Duration) context.Context {
-	return context.WithValue(ctx, maxWaitKey{}, maxWaitOverride{d: max(d, 0)})
-}
-
-// WithoutLimit returns a context whose requests are exempt: they never wait
-// and consume nothing.
-func WithoutLimit(ctx context.Context) context.Context {
-	return context.WithValue(ctx, noLimitKey{}, true)
-}
-
-// withUnlimitedWait returns a context whose requests wait as long as it
-// takes, for flowcontrol's Accept, which cannot fail.
-func withUnlimitedWait(ctx context.Context) context.Context {
-	return context.WithValue(ctx, maxWaitKey{}, maxWaitOverride{unlimited: true})
-}
-
 // maxWaitFor returns the maximum wait of a request made with ctx, and
 // false when there is none.
-func (l *Limiter) maxWaitFor(ctx context.Context) (time.Duration, bool) {
-	if o, ok := ctx.Value(maxWaitKey{}).(maxWaitOverride); ok {
-		return o.d, !o.unlimited
+func (l *Engine) maxWaitFor(ctx context.Context) (time.Duration, bool) {
+	if d, unlimited, ok := ctxopt.MaxWait(ctx); ok {
+		return d, !unlimited
 	}
 	if l.maxWait != nil {
 		return *l.maxWait, true
@@ -225,8 +194,8 @@ func (l *Limiter) maxWaitFor(ctx context.Context) (time.Duration, bool) {
 }
 
 // isExempt reports whether req never waits and consumes nothing.
-func (l *Limiter) isExempt(req *http.Request) bool {
-	if req.Context().Value(noLimitKey{}) != nil || isStreaming(req) || isLease(req) {
+func (l *Engine) isExempt(req *http.Request) bool {
+	if ctxopt.Exempt(req.Context()) || isStreaming(req) || isLease(req) {
 		return true
 	}
 	for _, f := range l.exempt {
@@ -243,7 +212,7 @@ var (
 )
 
 // Budgets returns the budgets made so far.
-func (l *Limiter) Budgets() []*Budget {
+func (l *Engine) Budgets() []*Budget {
 	var out []*Budget
 	l.budgets.Range(func(_, v any) bool {
 		out = append(out, v.(*Budget))
