@@ -1,6 +1,7 @@
 package memorystore
 
 import (
+	"iter"
 	"slices"
 
 	"github.com/k8sratelimit/k8sratelimit/store"
@@ -14,15 +15,22 @@ import (
 // A released reservation leaves tat where it is (the requests after it
 // stay valid) and its slot in freed, for a newcomer to claim.
 type linear struct {
-	tat   int64
-	freed []int64 // sorted
+	interval int64
+	tau      int64
+	tat      int64
+	freed    []int64 // sorted
 }
 
-// reserve reserves the earliest slot at or after now (and after the
-// cooldown's end cd) for a request, following the package rules on jitter
-// and max wait. It returns the reserved instant, or ok false with the
-// instant the request would have had.
-func (g *linear) reserve(now, cd, interval, tau int64, r store.Request) (slot int64, ok bool) {
+// setPolicy implements schedule.
+func (g *linear) setPolicy(p store.Policy) {
+	limit, span := limits(p)
+	g.interval = max(span/int64(limit), 1)
+	g.tau = int64(max(p.Burst, 1)-1) * g.interval
+}
+
+// reserve implements schedule. The slots carry no ID: id is unused.
+func (g *linear) reserve(now, cd int64, _ uint64, r store.Request) (slot int64, ok bool) {
+	interval, tau := g.interval, g.tau
 	g.dropFreedBefore(now)
 	t0 := max(now, cd)
 	slot = max(t0, g.tat-tau)
@@ -57,15 +65,21 @@ func (g *linear) dropFreedBefore(now int64) {
 	}
 }
 
-// release records the slot at of a released reservation for a newcomer.
-func (g *linear) release(at int64) {
+// release implements schedule: it records the slot at for a newcomer.
+func (g *linear) release(_ uint64, at int64) {
 	i, _ := slices.BinarySearch(g.freed, at)
 	g.freed = slices.Insert(g.freed, i, at)
 }
 
-// shift moves the schedule after now later by delta: tat and the freed
-// slots still ahead.
-func (g *linear) shift(now, delta int64) {
+// shift implements schedule: tat and the freed slots still ahead move
+// by as much as brings the earliest of them and of pending to until.
+func (g *linear) shift(now, until int64, pending iter.Seq[int64]) int64 {
+	earliest := earliestAfter(now, -1, pending)
+	earliest = earliestAfter(now, earliest, slices.Values(g.freed))
+	if earliest < 0 || earliest >= until {
+		return 0
+	}
+	delta := until - earliest
 	if g.tat > now {
 		g.tat += delta
 	}
@@ -74,9 +88,29 @@ func (g *linear) shift(now, delta int64) {
 			g.freed[i] += delta
 		}
 	}
+	return delta
 }
 
-// idleAt returns the instant from which the budget is full again.
+// earliestAfter returns the earliest of earliest (-1: none) and the
+// instants of ats after now.
+func earliestAfter(now, earliest int64, ats iter.Seq[int64]) int64 {
+	for at := range ats {
+		if at > now && (earliest < 0 || at < earliest) {
+			earliest = at
+		}
+	}
+	return earliest
+}
+
+// sendLate implements schedule: the cell rate algorithm records no send
+// instants, so a request that leaves late leaves now.
+func (g *linear) sendLate(_ uint64, _, now, _ int64, _ func(uint64, int64)) int64 { return now }
+
+// seed implements schedule: each send moves tat one interval on.
+func (g *linear) seed(at, _ int64) { g.tat = max(g.tat, at) + g.interval }
+
+// idleAt implements schedule: the instant from which the budget is full
+// again.
 func (g *linear) idleAt() int64 {
 	if n := len(g.freed); n > 0 {
 		return max(g.tat, g.freed[n-1])

@@ -2,9 +2,7 @@ package memorystore
 
 import (
 	"context"
-	"iter"
 	"maps"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,18 +49,13 @@ func New(c clock.PassiveClock) *Store {
 // budget is one budget's state. mu guards everything below it; it is held
 // for arithmetic only.
 type budget struct {
-	mu       sync.Mutex
-	dropped  bool // removed from the map by a sweep: look it up again
-	strategy store.Strategy
-	limit    int
-	span     int64
-	interval int64
-	tau      int64
-	cd       int64            // end of the cooldown
-	lastID   uint64           // IDs are unique per budget
-	pending  map[uint64]int64 // deferred reservations: ID -> slot
-	window   window
-	linear   linear
+	mu      sync.Mutex
+	dropped bool             // removed from the map by a sweep: look it up again
+	policy  store.Policy     // the policy last applied
+	sched   schedule         // a *window or a *linear, as policy.Strategy says; nil before the first policy
+	cd      int64            // end of the cooldown
+	lastID  uint64           // IDs are unique per budget
+	pending map[uint64]int64 // deferred reservations: ID -> slot
 }
 
 // now returns the store time in nanoseconds since the store was made, on
@@ -100,13 +93,7 @@ func (m *Store) lockedBudget(key string) *budget {
 func (b *budget) reserveLocked(now int64, p store.Policy, r store.Request) store.Reservation {
 	b.setPolicyLocked(p)
 	id := b.lastID + 1
-	var slot int64
-	var ok bool
-	if b.strategy == store.StrategyLinear {
-		slot, ok = b.linear.reserve(now, b.cd, b.interval, b.tau, r)
-	} else {
-		slot, ok = b.window.reserve(now, b.cd, b.limit, b.span, id, r)
-	}
+	slot, ok := b.sched.reserve(now, b.cd, id, r)
 	res := store.Reservation{OK: ok, Wait: time.Duration(slot - now), Cooldown: b.cd > now}
 	if !ok || slot == now {
 		return res
@@ -123,15 +110,19 @@ func (b *budget) reserveLocked(now int64, p store.Policy, r store.Request) store
 // setPolicyLocked makes the budget follow p, starting afresh when the
 // strategy changes. b.mu must be held.
 func (b *budget) setPolicyLocked(p store.Policy) {
-	if b.strategy != p.Strategy {
+	if b.sched != nil && p == b.policy {
+		return
+	}
+	if b.sched == nil || b.policy.Strategy != p.Strategy {
 		// A budget that changes strategy starts afresh; its waiters keep
 		// their slots.
-		b.strategy, b.window, b.linear = p.Strategy, window{}, linear{}
+		b.sched = &window{}
+		if p.Strategy == store.StrategyLinear {
+			b.sched = &linear{}
+		}
 	}
-	b.limit = max(p.Limit, 1)
-	b.span = max(int64(p.Timespan), 1)
-	b.interval = max(b.span/int64(b.limit), 1)
-	b.tau = int64(max(p.Burst, 1)-1) * b.interval
+	b.policy = p
+	b.sched.setPolicy(p)
 }
 
 // Confirm implements store.Store.
@@ -151,8 +142,8 @@ func (m *Store) Confirm(_ context.Context, key string, id uint64) (time.Duration
 		return time.Duration(slot - now), nil
 	}
 	delete(b.pending, id)
-	if slot < now && b.strategy == store.StrategyWindow {
-		at := b.window.sendLate(id, slot, now, b.cd, b.limit, b.span, func(id uint64, at int64) { b.pending[id] = at })
+	if slot < now {
+		at := b.sched.sendLate(id, slot, now, b.cd, func(id uint64, at int64) { b.pending[id] = at })
 		if at > now {
 			b.pending[id] = at
 			return time.Duration(at - now), nil
@@ -174,11 +165,7 @@ func (m *Store) Release(_ context.Context, key string, id uint64) error {
 		return nil
 	}
 	delete(b.pending, id)
-	if b.strategy == store.StrategyLinear {
-		b.linear.release(slot)
-	} else {
-		b.window.release(id, slot)
-	}
+	b.sched.release(id, slot)
 	return nil
 }
 
@@ -199,18 +186,7 @@ func (b *budget) cooldownLocked(now, until int64) {
 		return
 	}
 	b.cd = until
-	var delta int64
-	if b.strategy == store.StrategyLinear {
-		earliest := earliestAfter(now, -1, maps.Values(b.pending))
-		earliest = earliestAfter(now, earliest, slices.Values(b.linear.freed))
-		if earliest < 0 || earliest >= until {
-			return
-		}
-		delta = until - earliest
-		b.linear.shift(now, delta)
-	} else {
-		delta = b.window.shift(now, until)
-	}
+	delta := b.sched.shift(now, until, maps.Values(b.pending))
 	if delta == 0 {
 		return
 	}
@@ -219,17 +195,6 @@ func (b *budget) cooldownLocked(now, until int64) {
 			b.pending[id] = at + delta
 		}
 	}
-}
-
-// earliestAfter returns the earliest of earliest (-1: none) and the
-// instants of ats after now.
-func earliestAfter(now, earliest int64, ats iter.Seq[int64]) int64 {
-	for at := range ats {
-		if at > now && (earliest < 0 || at < earliest) {
-			earliest = at
-		}
-	}
-	return earliest
 }
 
 // Cooldown implements store.Store.
@@ -289,10 +254,7 @@ func (b *budget) idleLocked(now int64) bool {
 	if len(b.pending) > 0 || b.cd > now {
 		return false
 	}
-	if b.strategy == store.StrategyLinear {
-		return b.linear.idleAt() <= now
-	}
-	return b.window.idleAt(b.span) <= now
+	return b.sched == nil || b.sched.idleAt() <= now
 }
 
 // Seed records sends already made on the budget key under policy p, each
@@ -309,13 +271,6 @@ func (m *Store) Seed(key string, p store.Policy, ago []time.Duration) {
 	here := m.now()
 	b.setPolicyLocked(p)
 	for _, d := range ago {
-		t := here - int64(d)
-		if b.strategy == store.StrategyLinear {
-			b.linear.tat = max(b.linear.tat, t) + b.interval
-			continue
-		}
-		if t > here-b.span {
-			b.window.insert(windowEntry{at: t})
-		}
+		b.sched.seed(here-int64(d), here)
 	}
 }

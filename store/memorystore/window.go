@@ -1,6 +1,7 @@
 package memorystore
 
 import (
+	"iter"
 	"slices"
 	"sort"
 
@@ -30,17 +31,21 @@ type windowEntry struct {
 // jitter, so that jitter spreads requests without piling up along the
 // queue.
 type window struct {
+	limit    int
+	span     int64
 	entries  []windowEntry
 	head     int
 	freed    int   // released entries still in entries[head:]
 	lastBase int64 // the latest slot given out, before its jitter
 }
 
-// windowReserve reserves the earliest slot at or after now (and after the
-// cooldown's end cd) for a request, following the package rules on jitter
-// and max wait. It returns the reserved instant, or ok false with the
-// instant the request would have had.
-func (w *window) reserve(now, cd int64, limit int, span int64, id uint64, r store.Request) (slot int64, ok bool) {
+// setPolicy implements schedule.
+func (w *window) setPolicy(p store.Policy) { w.limit, w.span = limits(p) }
+
+// reserve implements schedule. A reservation admitted at once is recorded
+// as a send (ID 0), whatever id.
+func (w *window) reserve(now, cd int64, id uint64, r store.Request) (slot int64, ok bool) {
+	limit, span := w.limit, w.span
 	w.trim(now - span)
 	t0 := max(now, cd)
 	live := w.entries[w.head:]
@@ -129,7 +134,8 @@ func (w *window) firstFreed(t int64) int {
 	return -1
 }
 
-// release marks the entry of reservation id, reserved at at, as freed.
+// release implements schedule: it marks the entry of reservation id,
+// reserved at at, as freed.
 func (w *window) release(id uint64, at int64) {
 	live := w.entries[w.head:]
 	for i := sort.Search(len(live), func(i int) bool { return live[i].at >= at }); i < len(live) && live[i].at == at; i++ {
@@ -141,10 +147,11 @@ func (w *window) release(id uint64, at int64) {
 	}
 }
 
-// shift moves every entry after now later by the same amount, so that the
-// earliest comes no sooner than until, and returns that amount (0 when
-// nothing had to move). Entries at or before now are sent and stay.
-func (w *window) shift(now, until int64) int64 {
+// shift implements schedule: it moves every entry after now later by the
+// same amount, so that the earliest comes no sooner than until, and
+// returns that amount (0 when nothing had to move). Entries at or before
+// now are sent and stay. The pending reservations are among the entries.
+func (w *window) shift(now, until int64, _ iter.Seq[int64]) int64 {
 	live := w.entries[w.head:]
 	i := sort.Search(len(live), func(i int) bool { return live[i].at > now })
 	if i == len(live) || live[i].at >= until {
@@ -160,17 +167,23 @@ func (w *window) shift(now, until int64) int64 {
 	return delta
 }
 
-// idleAt returns the instant from which the window no longer constrains
-// anything.
-func (w *window) idleAt(span int64) int64 {
+// idleAt implements schedule.
+func (w *window) idleAt() int64 {
 	if w.head == len(w.entries) {
 		return 0
 	}
-	return w.entries[len(w.entries)-1].at + span
+	return w.entries[len(w.entries)-1].at + w.span
 }
 
-// sendLate records that the reservation id, reserved at slot, is confirmed
-// at now, later than its slot (its waiter woke late), so that the window
+// seed implements schedule: a send within the last timespan is an entry.
+func (w *window) seed(at, now int64) {
+	if at > now-w.span {
+		w.insert(windowEntry{at: at})
+	}
+}
+
+// sendLate implements schedule. It records that the reservation id,
+// reserved at slot, is confirmed at now, later than its slot (its waiter woke late), so that the window
 // holds on the instants requests really leave, and returns when it may
 // leave: now, unless requests already sent out of order (later
 // reservations whose waiters confirmed first) leave no room until later.
@@ -184,14 +197,15 @@ func (w *window) idleAt(span int64) int64 {
 // A reservation more than a timespan late may have left the window already
 // (trimmed by a later reservation): it then takes a slot again, at the
 // back, as a newcomer would, so that its send is counted.
-func (w *window) sendLate(id uint64, slot, now, cd int64, limit int, span int64, moved func(id uint64, at int64)) int64 {
+func (w *window) sendLate(id uint64, slot, now, cd int64, moved func(id uint64, at int64)) int64 {
+	limit, span := w.limit, w.span
 	live := w.entries[w.head:]
 	i := sort.Search(len(live), func(i int) bool { return live[i].at >= slot })
 	for i < len(live) && live[i].at == slot && live[i].id != id {
 		i++
 	}
 	if i == len(live) || live[i].id != id {
-		at, _ := w.reserve(now, cd, limit, span, id, store.Request{MaxWait: store.NoMaxWait})
+		at, _ := w.reserve(now, cd, id, store.Request{MaxWait: store.NoMaxWait})
 		return at
 	}
 	t := now
