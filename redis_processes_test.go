@@ -35,6 +35,7 @@ import (
 	"github.com/k8sratelimit/k8sratelimit"
 	"github.com/k8sratelimit/k8sratelimit/internal/apisim"
 	"github.com/k8sratelimit/k8sratelimit/internal/decided"
+	"github.com/k8sratelimit/k8sratelimit/internal/harness"
 	"github.com/k8sratelimit/k8sratelimit/internal/redistest"
 	"github.com/k8sratelimit/k8sratelimit/store"
 	"github.com/k8sratelimit/k8sratelimit/store/redisstore"
@@ -98,7 +99,7 @@ func runChild() int {
 	var sends []int64
 	// Below the limiter: when each counted request leaves the process.
 	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripper(func(r *http.Request) (*http.Response, error) {
+		return harness.RoundTripFunc(func(r *http.Request) (*http.Response, error) {
 			if r.URL.Path == "/api/v1/namespaces" {
 				sendsMu.Lock()
 				sends = append(sends, time.Now().UnixNano())
@@ -185,10 +186,6 @@ func (s decidingStore) Confirm(ctx context.Context, key string, id uint64) (time
 	}
 	return left, err
 }
-
-type roundTripper func(*http.Request) (*http.Response, error)
-
-func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // child is one child process.
 type child struct {
@@ -347,7 +344,7 @@ func TestRedisProcessesShareOneExactBudget(t *testing.T) {
 	// instants requests leave, so lateness costs a little of the budget
 	// each timespan: more under the race detector.
 	use := 0.95
-	if raceDetector {
+	if harness.Race {
 		use = 0.90
 	}
 	assert.LessOrEqual(t, elapsed, time.Duration(float64(ideal)/use),

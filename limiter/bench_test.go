@@ -22,14 +22,12 @@ import (
 // order as the default of 400 per minute in full use.
 var benchPolicy = store.Policy{Strategy: store.StrategyWindow, Limit: 1000, Timespan: 10 * time.Microsecond}
 
-const (
-	benchKey     = "k8s:default:https://apiserver.example:6443"
-	benchCluster = "bench"
-)
+const benchCluster = "bench"
 
 // benchDeferCounter counts the requests that were not admitted at once. On a
 // roomy budget none should be; the benchmarks report the count.
 type benchDeferCounter struct {
+	limiter.NopObserver
 	deferred atomic.Int64
 	maxWait  atomic.Int64
 }
@@ -41,9 +39,6 @@ func (c *benchDeferCounter) Admitted(_, _ string, wait time.Duration, _ limiter.
 		}
 	}
 }
-func (*benchDeferCounter) Rejected(string, string, time.Duration)       {}
-func (*benchDeferCounter) Exempt(string, string)                        {}
-func (*benchDeferCounter) Throttled(string, string, int, time.Duration) {}
 
 func (c *benchDeferCounter) report(b *testing.B) {
 	b.ReportMetric(float64(c.deferred.Load()), "deferred")
@@ -52,7 +47,7 @@ func (c *benchDeferCounter) report(b *testing.B) {
 
 func benchBudget(obs limiter.Observer) *limiter.Budget {
 	l := limiter.New(memorystore.New(nil), limiter.Options{Policy: benchPolicy, Observer: obs})
-	return l.Budget(benchKey, benchCluster)
+	return l.Budget(benchref.Key, benchCluster)
 }
 
 // benchSeatedBudget is benchBudget with the adaptive concurrency limit
@@ -60,7 +55,7 @@ func benchBudget(obs limiter.Observer) *limiter.Budget {
 // measure what users get.
 func benchSeatedBudget() *limiter.Budget {
 	l := limiter.New(memorystore.New(nil), limiter.Options{Policy: benchPolicy, Concurrency: limiter.Concurrency{Adaptive: true}})
-	return l.Budget(benchKey, benchCluster)
+	return l.Budget(benchref.Key, benchCluster)
 }
 
 // BenchmarkBudgetWait is Budget.Wait admitting at once, with the default

@@ -17,6 +17,7 @@ import (
 
 	"github.com/k8sratelimit/k8sratelimit"
 	rlerrors "github.com/k8sratelimit/k8sratelimit/errors"
+	"github.com/k8sratelimit/k8sratelimit/internal/harness"
 	"github.com/k8sratelimit/k8sratelimit/limiter"
 	"github.com/k8sratelimit/k8sratelimit/store/memorystore"
 )
@@ -360,7 +361,7 @@ func TestBothLimitsHold(t *testing.T) {
 	// 4 per second and 2 seats: the rate decides while answers are quick.
 	clk := clocktesting.NewFakeClock(time.Now())
 	sends := make(chan time.Time, 100)
-	rt := cgRoundTripper(func(req *http.Request) (*http.Response, error) {
+	rt := harness.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 		sends <- clk.Now()
 		return &http.Response{StatusCode: http.StatusOK, Body: io.NopCloser(strings.NewReader("{}")), Request: req}, nil
 	})

@@ -83,21 +83,6 @@ func benchStoreMax(m *atomic.Int64, v int64) {
 	}
 }
 
-// BenchmarkRateAllow is golang.org/x/time/rate's Allow, for comparison:
-// "finite" with a limit it never reaches (the token arithmetic runs),
-// "inf" with rate.Inf (Allow returns before any arithmetic).
-func BenchmarkRateAllow(b *testing.B) {
-	b.Run("finite", func(b *testing.B) { benchref.Admit(b, benchref.RateAllow) })
-	b.Run("inf", func(b *testing.B) { benchref.Admit(b, benchref.RateAllowInf) })
-}
-
-// BenchmarkFlowcontrolTryAccept is client-go's token bucket (the default
-// limiter of every rest.Config) with a limit it never reaches, for
-// comparison.
-func BenchmarkFlowcontrolTryAccept(b *testing.B) {
-	benchref.Admit(b, benchref.FlowcontrolTryAccept)
-}
-
 // BenchmarkAdmissionPaired is Store.Reserve (both strategies) against
 // x/time/rate's Allow and flowcontrol's TryAccept on one goroutine, taking
 // turns in short blocks, each block timed: all kinds see the

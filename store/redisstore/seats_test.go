@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/k8sratelimit/k8sratelimit/internal/harness"
 	"github.com/k8sratelimit/k8sratelimit/internal/redistest"
 	"github.com/k8sratelimit/k8sratelimit/limiter"
 	"github.com/k8sratelimit/k8sratelimit/store"
@@ -79,7 +80,7 @@ func TestProcessesSharingABudgetHoldNoMoreSeatsThanTheLimit(t *testing.T) {
 	policy := store.Policy{Strategy: store.StrategyWindow, Limit: 10000, Timespan: time.Second}
 
 	var inFlight, most atomic.Int32
-	server := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+	server := harness.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 		n := inFlight.Add(1)
 		for old := most.Load(); n > old && !most.CompareAndSwap(old, n); old = most.Load() {
 		}
@@ -124,10 +125,6 @@ func TestProcessesSharingABudgetHoldNoMoreSeatsThanTheLimit(t *testing.T) {
 	assert.Equal(t, int32(3), most.Load(), "and use all of it")
 }
 
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
-
 func TestAThrottleInOneProcessCutsTheOthersLimit(t *testing.T) {
 	srv := redistest.Start(t)
 	const key = "k8s:seats:api.example.com"
@@ -142,7 +139,7 @@ func TestAThrottleInOneProcessCutsTheOthersLimit(t *testing.T) {
 	a, b := budgets[0], budgets[1]
 	require.Equal(t, limiter.InitialConcurrency, b.Seats().Limit)
 
-	throttling := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+	throttling := harness.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 		return &http.Response{StatusCode: http.StatusTooManyRequests, Header: http.Header{"Retry-After": {"1"}}, Body: http.NoBody, Request: req}, nil
 	})
 	require.Eventually(t, func() bool {

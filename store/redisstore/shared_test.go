@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/k8sratelimit/k8sratelimit/internal/decided"
+	"github.com/k8sratelimit/k8sratelimit/internal/harness"
 	"github.com/k8sratelimit/k8sratelimit/internal/redistest"
 	"github.com/k8sratelimit/k8sratelimit/store"
 	"github.com/k8sratelimit/k8sratelimit/store/redisstore"
@@ -77,7 +78,7 @@ func TestRedisStoresShareOneExactWindow(t *testing.T) {
 	elapsed := spans[len(spans)-1].To.Sub(spans[0].From)
 	ideal := time.Duration(len(spans)/limit-1) * span
 	use := 0.95
-	if raceDetector {
+	if harness.Race {
 		use = 0.90
 	}
 	assert.Less(t, elapsed, time.Duration(float64(ideal)/use), "at least %.0f%% of the budget is used: exactly, the last send comes %v after the first", use*100, ideal)
