@@ -54,7 +54,7 @@ func Advance(s *Store, d time.Duration) { s.offset.Add(int64(d / time.Microsecon
 
 // Now returns s's time as a duration since it was made, on the local clock
 // moved by Advance, for tests that turn waits into instants.
-func Now(s *Store) time.Duration { return time.Duration(s.localµs()) * time.Microsecond }
+func Now(s *Store) time.Duration { return time.Duration(s.localMicros()) * time.Microsecond }
 
 // Process returns s's name for this process in the budgets it shares.
 func Process(s *Store) string { return s.proc }

@@ -21,7 +21,7 @@ func (s *Store) trip(err error) {
 		return
 	}
 	s.outages.Add(1)
-	s.downSince.Store(s.localµs())
+	s.downSince.Store(s.localMicros())
 	s.log.Error(err, "Redis store unavailable; deciding by the failure policy until it answers", "policy", s.opts.Failure)
 	s.event(store.Event{Type: store.EventDown, Policy: s.opts.Failure, Err: err})
 	select {
@@ -188,7 +188,7 @@ func (s *Store) confirmDuringOutage(b *redisBudget, id uint64) (time.Duration, e
 	local := s.decideLocally(func() {
 		share := s.share(b.key, p)
 		s.seedFallback(b.key, b, share)
-		seedSends(s.fallback, b.key, share, s.localµs(), []int64{s.localµs()})
+		seedSends(s.fallback, b.key, share, s.localMicros(), []int64{s.localMicros()})
 		s.sent(b, p)
 	})
 	if !local {

@@ -20,7 +20,7 @@ type heldRequest struct {
 // holdLocked queues request id, whose slot is estimated wait away, in
 // process. b.mu must be held.
 func (s *Store) holdLocked(b *redisBudget, id uint64, r store.Request, rep reply) {
-	h := &heldRequest{id: id, jitter: r.Jitter, slot: rep.now + µs(rep.wait), mark: rep.mark}
+	h := &heldRequest{id: id, jitter: r.Jitter, slot: rep.now + micros(rep.wait), mark: rep.mark}
 	b.held = append(b.held, h)
 	b.heldByID[id] = h
 	if len(b.held) == 1 {
@@ -30,7 +30,7 @@ func (s *Store) holdLocked(b *redisBudget, id uint64, r store.Request, rep reply
 
 // due reports whether a held request's slot is within one timespan.
 func (s *Store) due(b *redisBudget, h *heldRequest) bool {
-	return h.slot-s.serverµs() <= µs(b.policy.Timespan)
+	return h.slot-s.serverMicros() <= micros(b.policy.Timespan)
 }
 
 // promoteDueLocked records in Redis, in order, the held requests whose
@@ -63,7 +63,7 @@ func (s *Store) promoteFirstLocked(ctx context.Context, b *redisBudget) error {
 	} else {
 		b.ready[h.id] = struct{}{} // sent at its next Confirm
 	}
-	slot := rep.now + µs(rep.wait)
+	slot := rep.now + micros(rep.wait)
 	if slot < h.slot {
 		// Its turn came sooner than estimated (a slot was freed): wake it.
 		s.wakeLocal(b.key)
@@ -109,7 +109,7 @@ func (s *Store) unholdLocked(b *redisBudget, id uint64) bool {
 
 // until returns the time from now to the server time at (µs), at least 0.
 func (s *Store) until(at int64) time.Duration {
-	return time.Duration(max(at-s.serverµs(), 0)) * time.Microsecond
+	return time.Duration(max(at-s.serverMicros(), 0)) * time.Microsecond
 }
 
 // shiftHeldLocked moves the estimates of held requests after a cooldown
@@ -121,7 +121,7 @@ func (s *Store) shiftHeldLocked(b *redisBudget, left, moved int64) {
 		return
 	}
 	delta := moved
-	if end := s.serverµs() + left; delta == 0 && b.held[0].slot < end {
+	if end := s.serverMicros() + left; delta == 0 && b.held[0].slot < end {
 		delta = end - b.held[0].slot
 	}
 	for _, h := range b.held {

@@ -11,7 +11,7 @@ import (
 
 // notifier delivers the messages of a budget's channel: "moved", which a
 // script publishes when it moves reservations that other processes may be
-// waiting on, and the cuts of its concurrency limit (see redis_seats.go).
+// waiting on, and the cuts of its concurrency limit (see seats.go).
 type notifier struct {
 	once   sync.Once
 	pubsub *redis.PubSub

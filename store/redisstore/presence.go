@@ -70,7 +70,7 @@ func (s *Store) forgetIdle() {
 		b := v.(*redisBudget)
 		b.mu.Lock()
 		idle := len(b.outstanding) == 0 && len(b.held) == 0 && len(b.ready) == 0 &&
-			time.Duration(s.localµs()-b.lastUsed.Load())*time.Microsecond > b.policy.Timespan+forgetAfter
+			time.Duration(s.localMicros()-b.lastUsed.Load())*time.Microsecond > b.policy.Timespan+forgetAfter
 		if idle {
 			s.budgets.Delete(k)
 		}

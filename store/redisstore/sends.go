@@ -60,7 +60,7 @@ func seedSends(m *memorystore.Store, key string, p store.Policy, now int64, send
 
 // sent records that a request of this process left on budget b now.
 func (s *Store) sent(b *redisBudget, p store.Policy) {
-	b.sends.add(s.localµs(), µs(p.Timespan), p.Limit)
+	b.sends.add(s.localMicros(), micros(p.Timespan), p.Limit)
 }
 
 // seedFallback starts the local budget that decides during an outage from
@@ -72,8 +72,8 @@ func (s *Store) seedFallback(key string, b *redisBudget, p store.Policy) {
 	if b.seeded.Swap(outage) == outage {
 		return
 	}
-	now := s.localµs()
-	sends := b.sends.since(now - µs(p.Timespan))
+	now := s.localMicros()
+	sends := b.sends.since(now - micros(p.Timespan))
 	seedSends(s.fallback, key, p, now, sends)
 }
 
@@ -90,7 +90,7 @@ func (s *Store) learnOutageSends(from int64) error {
 	s.budgets.Range(func(_, v any) bool {
 		b := v.(*redisBudget)
 		p := b.currentPolicy()
-		sends := b.sends.since(s.localµs() - µs(p.Timespan))
+		sends := b.sends.since(s.localMicros() - micros(p.Timespan))
 		before := 0
 		for before < len(sends) && sends[before] < from {
 			before++

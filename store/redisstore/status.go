@@ -52,7 +52,7 @@ func (s *Store) status(ctx context.Context, keys []string) (store.BudgetStatus, 
 }
 
 func (s *Store) statusOn(ctx context.Context, c redis.Scripter, keys []string) (store.BudgetStatus, error) {
-	v, err := scriptStatus.Run(ctx, c, keys, s.offset.Load(), "1", s.proc, µs(s.ttl), 1, "0").Result()
+	v, err := scriptStatus.Run(ctx, c, keys, s.offset.Load(), "1", s.proc, micros(s.ttl), 1, "0").Result()
 	if err != nil {
 		return store.BudgetStatus{}, err
 	}

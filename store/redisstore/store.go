@@ -65,13 +65,13 @@ type Store struct {
 
 	seq     atomic.Uint64
 	offset  atomic.Int64 // µs added to the server's time, by tests only (export_test.go)
-	skew    atomic.Int64 // µs from localµs to the server's time
+	skew    atomic.Int64 // µs from localMicros to the server's time
 	budgets sync.Map     // string -> *redisBudget
 
 	down      atomic.Bool
 	failover  sync.RWMutex // local decisions (read) against the end of an outage (write)
 	outages   atomic.Int64 // outages so far
-	downSince atomic.Int64 // localµs the current outage started
+	downSince atomic.Int64 // localMicros the current outage started
 	lastErr   atomic.Pointer[error]
 	fallback  *memorystore.Store
 	ownClient bool // made by the store, closed by Close
@@ -162,15 +162,15 @@ func processName() string {
 // policy.
 func (s *Store) Down() bool { return s.down.Load() }
 
-// localµs returns the time elapsed since the store was made, on the local
+// localMicros returns the time elapsed since the store was made, on the local
 // monotonic clock, plus the test offset, in µs.
-func (s *Store) localµs() int64 {
+func (s *Store) localMicros() int64 {
 	return int64(time.Since(s.epoch)/time.Microsecond) + s.offset.Load()
 }
 
-// serverµs estimates the Redis server's time now, from the last decision
+// serverMicros estimates the Redis server's time now, from the last decision
 // it made. It serves in-process waiting only, never admission decisions.
-func (s *Store) serverµs() int64 { return s.localµs() + s.skew.Load() }
+func (s *Store) serverMicros() int64 { return s.localMicros() + s.skew.Load() }
 
 // redisBudget is this process's view of one budget.
 type redisBudget struct {
@@ -185,9 +185,9 @@ type redisBudget struct {
 
 	report   atomic.Pointer[func() (limit, inUse int)] // seats report, see ReportSeats
 	reported atomic.Pointer[string]                    // the report last written
-	lastUsed atomic.Int64                              // localµs of the last Reserve
-	lastHere atomic.Int64                              // localµs this process last refreshed its presence
-	born     int64                                     // localµs this process first used it
+	lastUsed atomic.Int64                              // localMicros of the last Reserve
+	lastHere atomic.Int64                              // localMicros this process last refreshed its presence
+	born     int64                                     // localMicros this process first used it
 
 	mu          sync.Mutex
 	policy      store.Policy
@@ -206,7 +206,7 @@ func (s *Store) budget(key string) *redisBudget {
 	b := &redisBudget{key: key, keys: redisKeys(key), heldByID: map[uint64]*heldRequest{}, outstanding: map[uint64]struct{}{}, ready: map[uint64]struct{}{}, migrated: map[uint64]uint64{}}
 	b.procs.Store(1)
 	b.lastHere.Store(math.MinInt64 / 2)
-	b.born = s.localµs()
+	b.born = s.localMicros()
 	v, _ := s.budgets.LoadOrStore(key, b)
 	return v.(*redisBudget)
 }
@@ -221,8 +221,8 @@ func (s *Store) existing(key string) (*redisBudget, bool) {
 
 func (s *Store) member(id uint64) string { return s.proc + ":" + strconv.FormatUint(id, 36) }
 
-// µs converts a duration to whole microseconds, at least 1 when positive.
-func µs(d time.Duration) int64 {
+// micros converts a duration to whole microseconds, at least 1 when positive.
+func micros(d time.Duration) int64 {
 	if d > 0 && d < time.Microsecond {
 		return 1
 	}
@@ -230,8 +230,8 @@ func µs(d time.Duration) int64 {
 }
 
 // A process's requests on a budget refresh its presence and count the
-// processes sharing it (for FailureLocal's share and the seats' shares) every
-// presence interval, so that a process that only ever sends at once stays
+// processes sharing it (for FailureLocal's share and the seats' shares)
+// every presence interval, so that a process that only ever sends at once stays
 // present (its presence lapses after 1.5 intervals); every countEarly in
 // its first earlyFor on the budget, when processes starting together must
 // see each other before their first burst is over.
@@ -243,26 +243,27 @@ const (
 // args returns the arguments every script starts with (see lua/hot.lua),
 // followed by room for n more. They ask to refresh this process's
 // presence on the budget, and count the processes sharing it, when force
-// is set or a presence interval has passed; to refresh it only with a reservation
-// ahead when it was last refreshed half a presence interval ago.
+// is set or a presence interval has passed; to refresh it only with a
+// reservation ahead when it was last refreshed half a presence interval
+// ago.
 func (s *Store) args(b *redisBudget, p store.Policy, force bool, n int) []any {
 	windowed, here := "0", "0"
 	if p.Strategy != store.StrategyLinear {
 		windowed = "1"
 	}
-	now, last := s.localµs(), b.lastHere.Load()
-	every := µs(s.opts.Presence)
-	if now-b.born < µs(earlyFor) {
-		every = µs(countEarly)
+	now, last := s.localMicros(), b.lastHere.Load()
+	every := micros(s.opts.Presence)
+	if now-b.born < micros(earlyFor) {
+		every = micros(countEarly)
 	}
 	switch {
 	case force || (now-last >= every && b.lastHere.CompareAndSwap(last, now)):
 		here = "1"
-	case now-last >= µs(s.opts.Presence/2):
+	case now-last >= micros(s.opts.Presence/2):
 		here = "2"
 	}
 	a := make([]any, 6, 6+n)
-	a[0], a[1], a[2], a[3], a[4], a[5] = s.offset.Load(), windowed, s.proc, µs(s.ttl), µs(max(p.Timespan, time.Microsecond)), here
+	a[0], a[1], a[2], a[3], a[4], a[5] = s.offset.Load(), windowed, s.proc, micros(s.ttl), micros(max(p.Timespan, time.Microsecond)), here
 	return a
 }
 
@@ -303,7 +304,7 @@ const (
 func (s *Store) reserve(ctx context.Context, b *redisBudget, p store.Policy, r store.Request, id uint64, held []*heldRequest, ahead time.Duration) (reply, error) {
 	limit := max(p.Limit, 1)
 	span := max(p.Timespan, time.Microsecond)
-	args := append(s.args(b, p, false, 11), limit, µs(r.MaxWait), µs(r.Jitter), s.member(id), len(held), µs(ahead))
+	args := append(s.args(b, p, false, 11), limit, micros(r.MaxWait), micros(r.Jitter), s.member(id), len(held), micros(ahead))
 	sc := scriptReserveWindow
 	if p.Strategy == store.StrategyLinear {
 		interval := max(span/time.Duration(limit), time.Microsecond)
@@ -311,7 +312,7 @@ func (s *Store) reserve(ctx context.Context, b *redisBudget, p store.Policy, r s
 		if n := len(held); n > 0 {
 			tat = held[n-1].mark
 		}
-		args = append(args, tat, µs(interval), µs(interval)*int64(max(p.Burst, 1)-1))
+		args = append(args, tat, micros(interval), micros(interval)*int64(max(p.Burst, 1)-1))
 		sc = scriptReserveLinear
 	} else {
 		var floor, lth int64 = 0, -1
@@ -338,10 +339,10 @@ func (s *Store) reserve(ctx context.Context, b *redisBudget, p store.Policy, r s
 	n := func(i int) int64 { x, _ := a[i].(int64); return x }
 	rep := reply{status: n(0), wait: time.Duration(n(1)) * time.Microsecond, cooling: n(2) == 1, now: n(3), mark: n(4)}
 	if rep.status == recorded && rep.wait > 0 && args[5] == "2" {
-		b.lastHere.Store(s.localµs()) // the script refreshed the presence
+		b.lastHere.Store(s.localMicros()) // the script refreshed the presence
 	}
 	b.counted(n(5), n(6))
-	s.skew.Store(rep.now - s.localµs())
+	s.skew.Store(rep.now - s.localMicros())
 	return rep, nil
 }
 
@@ -353,7 +354,7 @@ func (s *Store) Reserve(ctx context.Context, key string, p store.Policy, r store
 	// A failed call decides the request by the failure policy.
 	fallback := func() (store.Reservation, error) { return s.fallbackReserve(ctx, key, p, r) }
 	b := s.budget(key)
-	b.lastUsed.Store(s.localµs())
+	b.lastUsed.Store(s.localMicros())
 	id := s.seq.Add(1)
 	b.mu.Lock()
 	b.policy = p
@@ -555,7 +556,7 @@ func (s *Store) SetCooldown(ctx context.Context, key string, p store.Policy, d t
 		return local, nil
 	}
 	b := s.budget(key)
-	v, err := s.call(ctx, scriptCooldown, b, append(s.args(b, p, true, 1), µs(max(d, 0))))
+	v, err := s.call(ctx, scriptCooldown, b, append(s.args(b, p, true, 1), micros(max(d, 0))))
 	if err != nil {
 		return failed(s, ctx, err, func() (time.Duration, error) { return local, nil })
 	}
