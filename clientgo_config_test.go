@@ -31,6 +31,7 @@ import (
 	"github.com/k8sratelimit/k8sratelimit/cluster"
 	rlerrors "github.com/k8sratelimit/k8sratelimit/errors"
 	"github.com/k8sratelimit/k8sratelimit/internal/apisim"
+	"github.com/k8sratelimit/k8sratelimit/internal/harness"
 	"github.com/k8sratelimit/k8sratelimit/limiter"
 )
 
@@ -86,50 +87,19 @@ func cfgAPIServer(t *testing.T, u string) string {
 type cfgCounter struct{ n atomic.Int32 }
 
 func (c *cfgCounter) wrap(rt http.RoundTripper) http.RoundTripper {
-	return cfgRoundTripper(func(req *http.Request) (*http.Response, error) {
+	return harness.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 		c.n.Add(1)
 		return rt.RoundTrip(req)
 	})
 }
 
-type cfgRoundTripper func(*http.Request) (*http.Response, error)
-
-func (f cfgRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
-
 // cfgObserver counts admitted requests.
-type cfgObserver struct{ admitted atomic.Int32 }
+type cfgObserver struct {
+	limiter.NopObserver
+	admitted atomic.Int32
+}
 
 func (o *cfgObserver) Admitted(string, string, time.Duration, limiter.WaitReason) { o.admitted.Add(1) }
-func (o *cfgObserver) Rejected(string, string, time.Duration)                     {}
-func (o *cfgObserver) Exempt(string, string)                                      {}
-func (o *cfgObserver) Throttled(string, string, int, time.Duration)               {}
-
-// cfgAsync runs f on its own goroutine and returns its result channel.
-func cfgAsync(f func() error) <-chan error {
-	ch := make(chan error, 1)
-	go func() { ch <- f() }()
-	return ch
-}
-
-func cfgResult(t *testing.T, ch <-chan error) error {
-	t.Helper()
-	select {
-	case err := <-ch:
-		return err
-	case <-time.After(10 * time.Second):
-		require.FailNow(t, "the call did not return")
-		return nil
-	}
-}
-
-func cfgPending(t *testing.T, ch <-chan error) {
-	t.Helper()
-	select {
-	case err := <-ch:
-		require.FailNow(t, "the call returned", "error: %v", err)
-	default:
-	}
-}
 
 func cfgSettle(t *testing.T, cond func() bool, msg string) {
 	t.Helper()
@@ -402,7 +372,7 @@ func TestClientGoConfigureTwiceAroundOpaqueWrapper(t *testing.T) {
 	var counter cfgCounter
 	rc := &rest.Config{Host: srv.URL}
 	require.NoError(t, l.Configure(rc))
-	rc.Wrap(counter.wrap) // cfgRoundTripper does not expose what it wraps
+	rc.Wrap(counter.wrap) // harness.RoundTripFunc does not expose what it wraps
 	require.NoError(t, l.Configure(rc))
 	cs := cfgClientset(t, rc)
 
@@ -445,11 +415,11 @@ func TestClientGoRateLimiterAdapter(t *testing.T) {
 
 		// Within the maximum wait, Wait waits for the slot.
 		fc.Step(350 * time.Millisecond)
-		done := cfgAsync(func() error { return rl.Wait(context.Background()) })
+		done := harness.Async(func() error { return rl.Wait(context.Background()) })
 		cfgSettle(t, func() bool { return fc.Waiters() == 1 }, "Wait waits")
-		cfgPending(t, done)
+		harness.Pending(t, done)
 		fc.Step(50 * time.Millisecond)
-		assert.NoError(t, cfgResult(t, done))
+		assert.NoError(t, harness.Result(t, done))
 	})
 
 	t.Run("Accept waits beyond the maximum wait", func(t *testing.T) {
@@ -458,13 +428,13 @@ func TestClientGoRateLimiterAdapter(t *testing.T) {
 		rl, err := l.RateLimiter(&rest.Config{Host: srv.URL})
 		require.NoError(t, err)
 		rl.Accept()
-		done := cfgAsync(func() error { rl.Accept(); return nil })
+		done := harness.Async(func() error { rl.Accept(); return nil })
 		cfgSettle(t, func() bool { return fc.Waiters() == 1 }, "Accept blocks")
 		fc.Step(399 * time.Millisecond)
 		cfgSettle(t, func() bool { return fc.Waiters() == 1 }, "Accept still blocks")
-		cfgPending(t, done)
+		harness.Pending(t, done)
 		fc.Step(time.Millisecond)
-		assert.NoError(t, cfgResult(t, done))
+		assert.NoError(t, harness.Result(t, done))
 	})
 
 	t.Run("as rest.Config.RateLimiter", func(t *testing.T) {
@@ -491,15 +461,15 @@ func TestClientGoRateLimiterAdapter(t *testing.T) {
 		require.NoError(t, err)
 
 		require.NoError(t, rl1.Wait(context.Background()))
-		w1 := cfgAsync(func() error { return rl1.Wait(context.Background()) })
+		w1 := harness.Async(func() error { return rl1.Wait(context.Background()) })
 		cfgSettle(t, func() bool { return fc.Waiters() == 1 }, "rl1 waits")
-		w2 := cfgAsync(func() error { return rl2.Wait(context.Background()) })
+		w2 := harness.Async(func() error { return rl2.Wait(context.Background()) })
 		cfgSettle(t, func() bool { return fc.Waiters() == 2 }, "rl2 waits")
 
 		rl1.Stop()
-		assert.ErrorIs(t, cfgResult(t, w1), rlerrors.ErrClosed)
+		assert.ErrorIs(t, harness.Result(t, w1), rlerrors.ErrClosed)
 		cfgSettle(t, func() bool { return fc.Waiters() == 1 }, "only rl1's waiter left")
-		cfgPending(t, w2)
+		harness.Pending(t, w2)
 
 		assert.False(t, rl1.TryAccept())
 		assert.ErrorIs(t, rl1.Wait(context.Background()), rlerrors.ErrClosed)
@@ -508,9 +478,9 @@ func TestClientGoRateLimiterAdapter(t *testing.T) {
 
 		// rl2's waiter keeps its own slot, two timespans after the first.
 		fc.Step(400 * time.Millisecond)
-		cfgPending(t, w2)
+		harness.Pending(t, w2)
 		fc.Step(400 * time.Millisecond)
-		assert.NoError(t, cfgResult(t, w2))
+		assert.NoError(t, harness.Result(t, w2))
 	})
 }
 

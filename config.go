@@ -11,18 +11,20 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	rlerrors "github.com/k8sratelimit/k8sratelimit/errors"
+	"github.com/k8sratelimit/k8sratelimit/store"
 )
 
-// Strategy is how a budget spreads its requests over its timespan.
-type Strategy string
+// Strategy is how a budget spreads its requests over its timespan. It is
+// store.Strategy, which the stores implement.
+type Strategy = store.Strategy
 
 const (
 	// StrategyWindow allows at most Limit requests to be sent in any rolling
 	// Timespan, exactly. It is the default.
-	StrategyWindow Strategy = "window"
+	StrategyWindow = store.StrategyWindow
 	// StrategyLinear paces requests evenly, one every Timespan/Limit, with a
 	// burst allowance of Burst (GCRA).
-	StrategyLinear Strategy = "linear"
+	StrategyLinear = store.StrategyLinear
 )
 
 // StoreType is where budgets live.
@@ -37,17 +39,17 @@ const (
 )
 
 // FailurePolicy is what happens to requests while a shared store cannot be
-// reached.
-type FailurePolicy string
+// reached. It is store.FailurePolicy, which the Redis store follows.
+type FailurePolicy = store.FailurePolicy
 
 const (
 	// FailureLocal falls back to an in-process budget with this process's
 	// share of the limit. It is the default.
-	FailureLocal FailurePolicy = "local"
+	FailureLocal = store.FailureLocal
 	// FailureOpen admits every request.
-	FailureOpen FailurePolicy = "open"
+	FailureOpen = store.FailureOpen
 	// FailureClosed fails every counted request.
-	FailureClosed FailurePolicy = "closed"
+	FailureClosed = store.FailureClosed
 )
 
 // Limits of the accepted values.

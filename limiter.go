@@ -20,8 +20,11 @@ import (
 
 	"github.com/k8sratelimit/k8sratelimit/cluster"
 	rlerrors "github.com/k8sratelimit/k8sratelimit/errors"
+	"github.com/k8sratelimit/k8sratelimit/internal/ctxopt"
 	"github.com/k8sratelimit/k8sratelimit/limiter"
 	"github.com/k8sratelimit/k8sratelimit/store"
+	"github.com/k8sratelimit/k8sratelimit/store/memorystore"
+	"github.com/k8sratelimit/k8sratelimit/store/redisstore"
 )
 
 // Limiter gives the clients configured with it one budget per API server.
@@ -29,7 +32,7 @@ import (
 // built from the environment by Configure and Default.
 type Limiter struct {
 	cfg    Config
-	engine *limiter.Limiter // nil when disabled
+	engine *limiter.Engine // nil when disabled
 
 	store      io.Closer // the store New made, if it must be closed
 	closeStore sync.Once
@@ -139,13 +142,13 @@ func New(cfg Config, opts ...Option) (*Limiter, error) {
 // newStore makes the store cfg names: in memory, or Redis from its URL.
 func newStore(cfg Config, o options, m *metrics) (store.Store, error) {
 	if cfg.Store != StoreRedis {
-		return store.NewMemory(o.clock), nil
+		return memorystore.New(o.clock), nil
 	}
-	opts := store.RedisOptions{Failure: store.FailurePolicy(cfg.StoreFailure), Logger: o.logger}
+	opts := redisstore.Options{Failure: cfg.StoreFailure, Logger: o.logger}
 	if m != nil {
 		opts.OnEvent = m.storeEvent
 	}
-	s, err := store.NewRedisFromURL(cfg.RedisURL.Reveal(), opts)
+	s, err := redisstore.NewFromURL(cfg.RedisURL.Reveal(), opts)
 	if err != nil {
 		return nil, &rlerrors.InvalidConfigurationError{Key: EnvRedisURL, Value: cfg.RedisURL.String(), Reason: redisErrorReason(err)}
 	}
@@ -154,7 +157,7 @@ func newStore(cfg Config, o options, m *metrics) (store.Store, error) {
 
 // policy returns the store policy of the configuration.
 func (c Config) policy() store.Policy {
-	return store.Policy{Strategy: store.Strategy(c.Strategy), Limit: c.Limit, Timespan: c.Timespan, Burst: c.Burst}
+	return store.Policy{Strategy: c.Strategy, Limit: c.Limit, Timespan: c.Timespan, Burst: c.Burst}
 }
 
 // Config returns the configuration the Limiter was made with.
@@ -274,9 +277,9 @@ func (l *Limiter) Close() error {
 
 // wrapsEngine reports whether rt, or a transport it wraps, is a Transport
 // of engine.
-func wrapsEngine(rt http.RoundTripper, engine *limiter.Limiter) bool {
+func wrapsEngine(rt http.RoundTripper, engine *limiter.Engine) bool {
 	for rt != nil {
-		if t, ok := rt.(*limiter.Transport); ok && t.Budget().Limiter() == engine {
+		if t, ok := rt.(*limiter.Transport); ok && t.Budget().Engine() == engine {
 			return true
 		}
 		w, ok := rt.(utilnet.RoundTripperWrapper)
@@ -291,11 +294,11 @@ func wrapsEngine(rt http.RoundTripper, engine *limiter.Limiter) bool {
 // WithMaxWait returns a context whose Kubernetes requests wait at most d
 // for their slot (0: never), whatever the configured maximum wait.
 func WithMaxWait(ctx context.Context, d time.Duration) context.Context {
-	return limiter.WithMaxWait(ctx, d)
+	return ctxopt.WithMaxWait(ctx, d)
 }
 
 // WithoutLimit returns a context whose Kubernetes requests are exempt:
 // they never wait and consume nothing.
 func WithoutLimit(ctx context.Context) context.Context {
-	return limiter.WithoutLimit(ctx)
+	return ctxopt.WithoutLimit(ctx)
 }

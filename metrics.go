@@ -101,9 +101,9 @@ func (m *metrics) storeEvent(e store.Event) {
 
 // register registers the metrics, and the cooldown gauge read from
 // engine, on reg.
-func (m *metrics) register(reg prometheus.Registerer, engine *limiter.Limiter) error {
+func (m *metrics) register(reg prometheus.Registerer, engine *limiter.Engine) error {
 	collectors := []prometheus.Collector{m.requests, m.wait, m.throttles, cooldownCollector{engine}, seatsCollector{engine}}
-	if _, shared := engine.Store().(*store.Redis); shared {
+	if _, shared := engine.Store().(store.Failover); shared {
 		m.storeAvailable.Set(1)
 		collectors = append(collectors, m.storeErrors, m.storeOutages, m.storeAvailable, m.storeFallbacks)
 	}
@@ -138,7 +138,7 @@ func (m *metrics) Throttled(cluster, _ string, code int, _ time.Duration) {
 
 // cooldownCollector reports the cooldown left on each budget at scrape
 // time, the largest per cluster name.
-type cooldownCollector struct{ engine *limiter.Limiter }
+type cooldownCollector struct{ engine *limiter.Engine }
 
 var cooldownDesc = prometheus.NewDesc("k8sratelimit_cooldown_seconds",
 	"Cooldown left on the budget after a server's 429 (or 503 with Retry-After), 0 when none.",
@@ -151,7 +151,7 @@ func (c cooldownCollector) Collect(ch chan<- prometheus.Metric) {
 	defer cancel()
 	left := make(map[string]time.Duration)
 	for _, b := range c.engine.Budgets() {
-		d, err := c.engine.Store().Cooldown(ctx, b.Key())
+		d, err := b.Cooldown(ctx)
 		if err != nil {
 			continue
 		}
@@ -191,7 +191,7 @@ func (os observers) Throttled(cluster, key string, code int, cooldown time.Durat
 
 // seatsCollector reports each budget's concurrency limit and its use at
 // scrape time, summed per cluster name.
-type seatsCollector struct{ engine *limiter.Limiter }
+type seatsCollector struct{ engine *limiter.Engine }
 
 var (
 	concurrencyLimitDesc = prometheus.NewDesc("k8sratelimit_concurrency_limit",

@@ -30,6 +30,7 @@ import (
 	"github.com/k8sratelimit/k8sratelimit"
 	"github.com/k8sratelimit/k8sratelimit/internal/decided"
 	"github.com/k8sratelimit/k8sratelimit/store"
+	"github.com/k8sratelimit/k8sratelimit/store/redisstore"
 )
 
 // The chaos child's settings, besides childAPI and the
@@ -70,8 +71,8 @@ func runChaosChild() int {
 	}
 	logger := funcr.New(func(prefix, args string) { fmt.Fprintln(os.Stderr, prefix, args) }, funcr.Options{})
 	var out lines
-	rs, err := store.NewRedisFromURL(cfg.RedisURL.Reveal(), store.RedisOptions{
-		Failure: store.FailurePolicy(cfg.StoreFailure),
+	rs, err := redisstore.NewFromURL(cfg.RedisURL.Reveal(), redisstore.Options{
+		Failure: cfg.StoreFailure,
 		Logger:  logger,
 		OnEvent: func(e store.Event) {
 			if e.Type == store.EventDown || e.Type == store.EventUp {
@@ -83,7 +84,7 @@ func runChaosChild() int {
 		return fail(err)
 	}
 	var decisions decided.Recorder
-	ts := timedStore{decidingStore: decidingStore{Redis: rs, decisions: &decisions}, out: &out}
+	ts := timedStore{decidingStore: decidingStore{Store: rs, decisions: &decisions}, out: &out}
 	lim, err := k8sratelimit.New(cfg, k8sratelimit.WithLogger(logger), k8sratelimit.WithStore(ts))
 	if err != nil {
 		return fail(err)

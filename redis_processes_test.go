@@ -35,8 +35,10 @@ import (
 	"github.com/k8sratelimit/k8sratelimit"
 	"github.com/k8sratelimit/k8sratelimit/internal/apisim"
 	"github.com/k8sratelimit/k8sratelimit/internal/decided"
+	"github.com/k8sratelimit/k8sratelimit/internal/harness"
 	"github.com/k8sratelimit/k8sratelimit/internal/redistest"
 	"github.com/k8sratelimit/k8sratelimit/store"
+	"github.com/k8sratelimit/k8sratelimit/store/redisstore"
 )
 
 // The child's settings, besides the KUBERNETES_RATELIMIT_* configuration.
@@ -80,14 +82,14 @@ func runChild() int {
 	skew, _ := time.ParseDuration(os.Getenv(childSkew))
 	logger := funcr.New(func(prefix, args string) { fmt.Fprintln(os.Stderr, prefix, args) }, funcr.Options{})
 	// The store New would make from cfg, made here to time its decisions.
-	rs, err := store.NewRedisFromURL(cfg.RedisURL.Reveal(), store.RedisOptions{Failure: store.FailurePolicy(cfg.StoreFailure), Logger: logger})
+	rs, err := redisstore.NewFromURL(cfg.RedisURL.Reveal(), redisstore.Options{Failure: cfg.StoreFailure, Logger: logger})
 	if err != nil {
 		return fail(err)
 	}
 	defer rs.Close()
 	var decisions decided.Recorder
 	lim, err := k8sratelimit.New(cfg, k8sratelimit.WithClock(skewedClock{skew: skew}), k8sratelimit.WithLogger(logger),
-		k8sratelimit.WithStore(decidingStore{Redis: rs, decisions: &decisions}))
+		k8sratelimit.WithStore(decidingStore{Store: rs, decisions: &decisions}))
 	if err != nil {
 		return fail(err)
 	}
@@ -97,7 +99,7 @@ func runChild() int {
 	var sends []int64
 	// Below the limiter: when each counted request leaves the process.
 	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripper(func(r *http.Request) (*http.Response, error) {
+		return harness.RoundTripFunc(func(r *http.Request) (*http.Response, error) {
 			if r.URL.Path == "/api/v1/namespaces" {
 				sendsMu.Lock()
 				sends = append(sends, time.Now().UnixNano())
@@ -163,13 +165,13 @@ func runChild() int {
 // left. It embeds the store itself, so that the limiter still finds the
 // store's optional interfaces (store.Notifier, store.SeatSharer).
 type decidingStore struct {
-	*store.Redis
+	*redisstore.Store
 	decisions *decided.Recorder
 }
 
 func (s decidingStore) Reserve(ctx context.Context, key string, p store.Policy, r store.Request) (store.Reservation, error) {
 	from := time.Now()
-	res, err := s.Redis.Reserve(ctx, key, p, r)
+	res, err := s.Store.Reserve(ctx, key, p, r)
 	if err == nil && res.OK && res.Wait == 0 {
 		s.decisions.Add(from, time.Now())
 	}
@@ -178,16 +180,12 @@ func (s decidingStore) Reserve(ctx context.Context, key string, p store.Policy, 
 
 func (s decidingStore) Confirm(ctx context.Context, key string, id uint64) (time.Duration, error) {
 	from := time.Now()
-	left, err := s.Redis.Confirm(ctx, key, id)
+	left, err := s.Store.Confirm(ctx, key, id)
 	if err == nil && left == 0 {
 		s.decisions.Add(from, time.Now())
 	}
 	return left, err
 }
-
-type roundTripper func(*http.Request) (*http.Response, error)
-
-func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // child is one child process.
 type child struct {
@@ -346,7 +344,7 @@ func TestRedisProcessesShareOneExactBudget(t *testing.T) {
 	// instants requests leave, so lateness costs a little of the budget
 	// each timespan: more under the race detector.
 	use := 0.95
-	if raceDetector {
+	if harness.Race {
 		use = 0.90
 	}
 	assert.LessOrEqual(t, elapsed, time.Duration(float64(ideal)/use),

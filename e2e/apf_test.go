@@ -19,7 +19,7 @@ import (
 	"github.com/k8sratelimit/k8sratelimit"
 	"github.com/k8sratelimit/k8sratelimit/e2e/internal/probe"
 	"github.com/k8sratelimit/k8sratelimit/internal/decided"
-	"github.com/k8sratelimit/k8sratelimit/store"
+	"github.com/k8sratelimit/k8sratelimit/store/memorystore"
 )
 
 // The load both runs make: loadWorkers concurrent workers, each making
@@ -102,7 +102,7 @@ func runWithLimiter(t *testing.T) runFigures {
 	cfg := k8sratelimit.DefaultConfig()
 	cfg.Limit, cfg.Timespan = seats, budgetSpan
 	var decisions probe.Decisions
-	deciding := probe.NewDecisionStore(store.NewMemory(clock.RealClock{}))
+	deciding := probe.NewDecisionStore(memorystore.New(clock.RealClock{}))
 	l, err := k8sratelimit.New(cfg, k8sratelimit.WithObserver(&decisions), k8sratelimit.WithStore(deciding))
 	require.NoError(t, err)
 	t.Cleanup(func() { l.Close() })

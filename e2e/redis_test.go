@@ -26,6 +26,7 @@ import (
 
 	"github.com/k8sratelimit/k8sratelimit"
 	"github.com/k8sratelimit/k8sratelimit/internal/apisim"
+	"github.com/k8sratelimit/k8sratelimit/internal/harness"
 	"github.com/k8sratelimit/k8sratelimit/internal/redistest"
 )
 
@@ -39,10 +40,6 @@ const (
 	childWorkers  = "K8SRATELIMIT_E2E_WORKERS"
 	childFor      = "K8SRATELIMIT_E2E_FOR" // set: list namespaces for this long instead
 )
-
-type roundTripper func(*http.Request) (*http.Response, error)
-
-func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // runChild reads probePath the number of times it is told through a
 // limiter configured from the environment, and prints "at <unix ns>" for
@@ -72,7 +69,7 @@ func runChild() int {
 	var mu sync.Mutex
 	var sends []int64
 	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripper(func(r *http.Request) (*http.Response, error) {
+		return harness.RoundTripFunc(func(r *http.Request) (*http.Response, error) {
 			mu.Lock()
 			sends = append(sends, time.Now().UnixNano())
 			mu.Unlock()

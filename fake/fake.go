@@ -1,8 +1,8 @@
-// Package fake provides a k8sratelimit.Limiter for unit tests: it waits
-// for nothing and limits nothing, records the requests it sees per budget
-// key (and the exempt ones apart), and can be scripted to refuse requests
-// with a RateLimitExceededError, so that code's handling of it can be
-// tested without waiting.
+// Package fake provides a k8sratelimit.Limiter for unit tests, inside a
+// Recorder: it waits for nothing and limits nothing, records the requests
+// it sees per budget key (and the exempt ones apart), and can be scripted
+// to refuse requests with a RateLimitExceededError, so that code's
+// handling of it can be tested without waiting.
 //
 // It complements k8s.io/client-go/kubernetes/fake, not replaces it: a fake
 // clientset has no transport, so nothing it does is counted. Use this
@@ -30,21 +30,22 @@ import (
 	"github.com/k8sratelimit/k8sratelimit/store"
 )
 
-// Limiter is a no-op k8sratelimit.Limiter with a recorder and scripted
-// refusals. It is safe for concurrent use.
-type Limiter struct {
+// Recorder holds a no-op *k8sratelimit.Limiter, records the requests its
+// clients send and refuses them when scripted to. It is safe for
+// concurrent use.
+type Recorder struct {
 	// Limiter is the *k8sratelimit.Limiter to configure clients with.
 	*k8sratelimit.Limiter
 
 	owner string
-	rec   *recorder
+	rec   *tally
 }
 
-// New returns a fake limiter with owner "default". Its clients are
+// New returns a Recorder whose limiter has owner "default". Its clients are
 // configured like a real limiter's (Configure, ConfigureCluster,
 // RateLimiter), but no request ever waits.
-func New() *Limiter {
-	rec := &recorder{requests: make(map[string]int)}
+func New() *Recorder {
+	rec := &tally{requests: make(map[string]int)}
 	cfg := k8sratelimit.DefaultConfig()
 	cfg.Adaptive = false
 	never := time.Duration(0)
@@ -53,18 +54,18 @@ func New() *Limiter {
 	if err != nil {
 		panic("fake: the default configuration is invalid: " + err.Error())
 	}
-	return &Limiter{Limiter: l, owner: cfg.Owner, rec: rec}
+	return &Recorder{Limiter: l, owner: cfg.Owner, rec: rec}
 }
 
 // Install makes f the process default limiter (k8sratelimit.SetDefault),
 // and returns a function that forgets it again.
-func (f *Limiter) Install() (restore func()) {
+func (f *Recorder) Install() (restore func()) {
 	k8sratelimit.SetDefault(f.Limiter)
 	return func() { k8sratelimit.SetDefault(nil) }
 }
 
 // Key returns the budget key of the clients of rc, as Requests takes it.
-func (f *Limiter) Key(rc *rest.Config) string {
+func (f *Recorder) Key(rc *rest.Config) string {
 	apiserver, err := cluster.APIServerFor(rc)
 	if err != nil {
 		return ""
@@ -74,14 +75,14 @@ func (f *Limiter) Key(rc *rest.Config) string {
 
 // Requests returns the number of counted requests seen on budget key,
 // refused ones included.
-func (f *Limiter) Requests(key string) int {
+func (f *Recorder) Requests(key string) int {
 	f.rec.mu.Lock()
 	defer f.rec.mu.Unlock()
 	return f.rec.requests[key]
 }
 
 // Counts returns the number of counted requests per budget key.
-func (f *Limiter) Counts() map[string]int {
+func (f *Recorder) Counts() map[string]int {
 	f.rec.mu.Lock()
 	defer f.rec.mu.Unlock()
 	out := make(map[string]int, len(f.rec.requests))
@@ -93,7 +94,7 @@ func (f *Limiter) Counts() map[string]int {
 
 // Exempt returns the number of exempt requests seen (exec, attach,
 // portforward, leases, WithoutLimit, extra exemptions), on any budget.
-func (f *Limiter) Exempt() int {
+func (f *Recorder) Exempt() int {
 	f.rec.mu.Lock()
 	defer f.rec.mu.Unlock()
 	return f.rec.exempt
@@ -101,7 +102,7 @@ func (f *Limiter) Exempt() int {
 
 // RejectNext makes the next n counted requests fail with a
 // RateLimitExceededError whose RetryAfter is retryAfter.
-func (f *Limiter) RejectNext(n int, retryAfter time.Duration) {
+func (f *Recorder) RejectNext(n int, retryAfter time.Duration) {
 	f.rec.mu.Lock()
 	defer f.rec.mu.Unlock()
 	f.rec.rejectN, f.rec.rejectAll, f.rec.retryAfter = n, false, retryAfter
@@ -109,24 +110,25 @@ func (f *Limiter) RejectNext(n int, retryAfter time.Duration) {
 
 // RejectAll makes every counted request fail with a RateLimitExceededError
 // whose RetryAfter is retryAfter, until Reset.
-func (f *Limiter) RejectAll(retryAfter time.Duration) {
+func (f *Recorder) RejectAll(retryAfter time.Duration) {
 	f.rec.mu.Lock()
 	defer f.rec.mu.Unlock()
 	f.rec.rejectN, f.rec.rejectAll, f.rec.retryAfter = 0, true, retryAfter
 }
 
 // Reset forgets the recorded requests and the scripted refusals.
-func (f *Limiter) Reset() {
+func (f *Recorder) Reset() {
 	f.rec.mu.Lock()
 	defer f.rec.mu.Unlock()
 	f.rec.requests = make(map[string]int)
 	f.rec.exempt, f.rec.rejectN, f.rec.rejectAll = 0, 0, false
 }
 
-// recorder is both the fake's store, which admits everything at once
-// unless scripted to refuse, and its observer, which counts exempt
-// requests.
-type recorder struct {
+// tally is both the fake's store, which admits everything at once unless
+// scripted to refuse, and its observer, which counts exempt requests.
+type tally struct {
+	limiter.NopObserver
+
 	mu         sync.Mutex
 	requests   map[string]int
 	exempt     int
@@ -135,7 +137,7 @@ type recorder struct {
 	retryAfter time.Duration
 }
 
-func (r *recorder) Reserve(_ context.Context, key string, _ store.Policy, _ store.Request) (store.Reservation, error) {
+func (r *tally) Reserve(_ context.Context, key string, _ store.Policy, _ store.Request) (store.Reservation, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.requests[key]++
@@ -148,14 +150,11 @@ func (r *recorder) Reserve(_ context.Context, key string, _ store.Policy, _ stor
 	return store.Reservation{OK: true}, nil
 }
 
-func (r *recorder) Confirm(context.Context, string, uint64) (time.Duration, error) { return 0, nil }
-func (r *recorder) Release(context.Context, string, uint64) error                  { return nil }
-func (r *recorder) SetCooldown(context.Context, string, store.Policy, time.Duration) (time.Duration, error) {
+func (r *tally) Confirm(context.Context, string, uint64) (time.Duration, error) { return 0, nil }
+func (r *tally) Release(context.Context, string, uint64) error                  { return nil }
+func (r *tally) SetCooldown(context.Context, string, store.Policy, time.Duration) (time.Duration, error) {
 	return 0, nil
 }
-func (r *recorder) Cooldown(context.Context, string) (time.Duration, error) { return 0, nil }
+func (r *tally) Cooldown(context.Context, string) (time.Duration, error) { return 0, nil }
 
-func (r *recorder) Admitted(string, string, time.Duration, limiter.WaitReason) {}
-func (r *recorder) Rejected(string, string, time.Duration)                     {}
-func (r *recorder) Throttled(string, string, int, time.Duration)               {}
-func (r *recorder) Exempt(string, string)                                      { r.mu.Lock(); r.exempt++; r.mu.Unlock() }
+func (r *tally) Exempt(string, string) { r.mu.Lock(); r.exempt++; r.mu.Unlock() }

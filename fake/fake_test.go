@@ -19,7 +19,7 @@ import (
 	"github.com/k8sratelimit/k8sratelimit/internal/apisim"
 )
 
-func clientFor(t *testing.T, f *fake.Limiter, host string) (*kubernetes.Clientset, *rest.Config) {
+func clientFor(t *testing.T, f *fake.Recorder, host string) (*kubernetes.Clientset, *rest.Config) {
 	t.Helper()
 	rc := &rest.Config{Host: host}
 	require.NoError(t, f.Configure(rc))

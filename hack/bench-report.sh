@@ -23,16 +23,16 @@ trap 'rm -rf "$tmp"' EXIT
 benchstat() { "$GO" run golang.org/x/perf/cmd/benchstat@latest "$@"; }
 
 cd "$root"
-"$GO" test -c -o "$tmp/store.test" ./store/
+"$GO" test -c -o "$tmp/store.test" ./store/memorystore/
 "$GO" test -c -o "$tmp/limiter.test" ./limiter/
 for i in $(seq "$ROUNDS"); do
 	echo "round $i of $ROUNDS" >&2
-	(cd store && "$tmp/store.test" -test.run '^$' -test.bench '^Benchmark([^R]|R[^e])' -test.benchmem -test.benchtime "$BENCHTIME")
+	(cd store/memorystore && "$tmp/store.test" -test.run '^$' -test.bench '^Benchmark([^R]|R[^e])' -test.benchmem -test.benchtime "$BENCHTIME")
 	(cd limiter && "$tmp/limiter.test" -test.run '^$' -test.bench . -test.benchmem -test.benchtime "$BENCHTIME")
 done >"$tmp/inprocess.txt"
 
 echo "redis benchmarks, $REDIS_COUNT times" >&2
-"$GO" test -run '^$' -bench Redis -benchmem -count "$REDIS_COUNT" ./store/ >"$tmp/redis.txt"
+"$GO" test -run '^$' -bench Redis -benchmem -count "$REDIS_COUNT" ./store/redisstore/ >"$tmp/redis.txt"
 
 {
 	echo "Raw benchmark output behind BENCHMARKS.md, written by hack/bench-report.sh"

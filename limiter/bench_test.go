@@ -13,22 +13,21 @@ import (
 	"github.com/k8sratelimit/k8sratelimit/internal/benchref"
 	"github.com/k8sratelimit/k8sratelimit/limiter"
 	"github.com/k8sratelimit/k8sratelimit/store"
+	"github.com/k8sratelimit/k8sratelimit/store/memorystore"
 )
 
 // The admission benchmarks measure a request admitted at once, on a budget
 // with room to spare: benchPolicy admits up to 100 requests per
 // microsecond and keeps 100-150 live entries at benchmark speed, the same
 // order as the default of 400 per minute in full use.
-var benchPolicy = store.Policy{Strategy: store.Window, Limit: 1000, Timespan: 10 * time.Microsecond}
+var benchPolicy = store.Policy{Strategy: store.StrategyWindow, Limit: 1000, Timespan: 10 * time.Microsecond}
 
-const (
-	benchKey     = "k8s:default:https://apiserver.example:6443"
-	benchCluster = "bench"
-)
+const benchCluster = "bench"
 
 // benchDeferCounter counts the requests that were not admitted at once. On a
 // roomy budget none should be; the benchmarks report the count.
 type benchDeferCounter struct {
+	limiter.NopObserver
 	deferred atomic.Int64
 	maxWait  atomic.Int64
 }
@@ -40,9 +39,6 @@ func (c *benchDeferCounter) Admitted(_, _ string, wait time.Duration, _ limiter.
 		}
 	}
 }
-func (*benchDeferCounter) Rejected(string, string, time.Duration)       {}
-func (*benchDeferCounter) Exempt(string, string)                        {}
-func (*benchDeferCounter) Throttled(string, string, int, time.Duration) {}
 
 func (c *benchDeferCounter) report(b *testing.B) {
 	b.ReportMetric(float64(c.deferred.Load()), "deferred")
@@ -50,16 +46,16 @@ func (c *benchDeferCounter) report(b *testing.B) {
 }
 
 func benchBudget(obs limiter.Observer) *limiter.Budget {
-	l := limiter.New(store.NewMemory(nil), limiter.Options{Policy: benchPolicy, Observer: obs})
-	return l.Budget(benchKey, benchCluster)
+	l := limiter.New(memorystore.New(nil), limiter.Options{Policy: benchPolicy, Observer: obs})
+	return l.Budget(benchref.Key, benchCluster)
 }
 
 // benchSeatedBudget is benchBudget with the adaptive concurrency limit
 // that the root package configures by default: the transport benchmarks
 // measure what users get.
 func benchSeatedBudget() *limiter.Budget {
-	l := limiter.New(store.NewMemory(nil), limiter.Options{Policy: benchPolicy, Concurrency: limiter.Concurrency{Adaptive: true}})
-	return l.Budget(benchKey, benchCluster)
+	l := limiter.New(memorystore.New(nil), limiter.Options{Policy: benchPolicy, Concurrency: limiter.Concurrency{Adaptive: true}})
+	return l.Budget(benchref.Key, benchCluster)
 }
 
 // BenchmarkBudgetWait is Budget.Wait admitting at once, with the default

@@ -19,7 +19,7 @@ const slowWait = time.Second
 // Budget is the budget of one API server, shared by every client of it.
 // It is safe for concurrent use.
 type Budget struct {
-	l       *Limiter
+	l       *Engine
 	key     string
 	cluster atomic.Pointer[string]
 
@@ -31,7 +31,7 @@ type Budget struct {
 	seats *seats // nil without a concurrency limit
 }
 
-func newBudget(l *Limiter, key, cluster string) *Budget {
+func newBudget(l *Engine, key, cluster string) *Budget {
 	b := &Budget{l: l, key: key, moved: make(chan struct{}), seats: newSeats(l.concurrency, key, l.store, l.clock)}
 	b.cluster.Store(&cluster)
 	return b
@@ -55,10 +55,10 @@ func (b *Budget) Cluster() string { return *b.cluster.Load() }
 // does).
 //
 // The wait is decided before sleeping. When it would exceed the maximum
-// wait (WithMaxWait, else the configured one), or end after the context's
+// wait (k8sratelimit.WithMaxWait, else the configured one), or end after the context's
 // deadline, Wait fails at once with an *errors.RateLimitExceededError and
 // reserves nothing. A context cancelled while waiting returns the context's
-// error and releases the slot. After the Limiter is closed, Wait fails with
+// error and releases the slot. After the Engine is closed, Wait fails with
 // errors.ErrClosed.
 func (b *Budget) Wait(ctx context.Context) error {
 	return b.wait(ctx, nil)
@@ -213,7 +213,7 @@ func (b *Budget) sleep(ctx context.Context, stop <-chan struct{}, res store.Rese
 		// Reservations also move after a late send or a departed process;
 		// only a cooldown in force makes it the reason.
 		if !res.Cooldown {
-			cd, err := l.store.Cooldown(ctx, b.key)
+			cd, err := b.Cooldown(ctx)
 			res.Cooldown = err == nil && cd > 0
 		}
 		wait = left
@@ -248,17 +248,23 @@ func (b *Budget) movedSignal() <-chan struct{} {
 	return b.moved
 }
 
-// Cooldown makes the whole budget send nothing for d, as after a server's
-// 429 with Retry-After: d. It only ever extends a cooldown. Waiting
-// requests are woken to look at their moved slots at once. It returns the
-// cooldown left.
-func (b *Budget) Cooldown(ctx context.Context, d time.Duration) (time.Duration, error) {
+// SetCooldown makes the whole budget send nothing for d, as after a
+// server's 429 with Retry-After: d. It only ever extends a cooldown.
+// Waiting requests are woken to look at their moved slots at once. It
+// returns the cooldown left.
+func (b *Budget) SetCooldown(ctx context.Context, d time.Duration) (time.Duration, error) {
 	left, err := b.l.store.SetCooldown(ctx, b.key, b.l.policy, d)
 	if err != nil {
 		return 0, fmt.Errorf("k8sratelimit: budget %s: %w", b.key, err)
 	}
 	b.wake()
 	return left, nil
+}
+
+// Cooldown returns the cooldown left on the budget, 0 when none, as its
+// store reports it.
+func (b *Budget) Cooldown(ctx context.Context) (time.Duration, error) {
+	return b.l.store.Cooldown(ctx, b.key)
 }
 
 // wake makes every waiter of the budget confirm its slot at once: the
@@ -285,5 +291,5 @@ func (b *Budget) logSlow(waited time.Duration, reason WaitReason) {
 		"reason", reason.String(), "cluster", b.Cluster(), "budget", b.key)
 }
 
-// Limiter returns the Limiter the budget belongs to.
-func (b *Budget) Limiter() *Limiter { return b.l }
+// Engine returns the Engine the budget belongs to.
+func (b *Budget) Engine() *Engine { return b.l }

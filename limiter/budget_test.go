@@ -12,9 +12,11 @@ import (
 	"github.com/stretchr/testify/require"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/k8sratelimit/k8sratelimit"
 	rlerrors "github.com/k8sratelimit/k8sratelimit/errors"
 	"github.com/k8sratelimit/k8sratelimit/limiter"
 	"github.com/k8sratelimit/k8sratelimit/store"
+	"github.com/k8sratelimit/k8sratelimit/store/memorystore"
 )
 
 const key = "k8s:default:api.example.com"
@@ -24,13 +26,13 @@ func setup(t *testing.T, p store.Policy, opts limiter.Options) (*limiter.Budget,
 	t.Helper()
 	clk := clocktesting.NewFakeClock(time.Now())
 	opts.Policy, opts.Clock = p, clk
-	l := limiter.New(store.NewMemory(clk), opts)
+	l := limiter.New(memorystore.New(clk), opts)
 	t.Cleanup(func() { l.Close() })
 	return l.Budget(key, "test"), clk
 }
 
 func window(limit int, span time.Duration) store.Policy {
-	return store.Policy{Strategy: store.Window, Limit: limit, Timespan: span}
+	return store.Policy{Strategy: store.StrategyWindow, Limit: limit, Timespan: span}
 }
 
 func dur(d time.Duration) *time.Duration { return &d }
@@ -100,7 +102,7 @@ func TestMaxWaitFailsAtOnceAndReservesNothing(t *testing.T) {
 	assert.Zero(t, clk.Waiters(), "the refusal was decided before sleeping")
 
 	// The refused request reserved nothing: the next one gets the slot at 10s.
-	done := waitAsync(limiter.WithMaxWait(ctx, 10*time.Second), b)
+	done := waitAsync(k8sratelimit.WithMaxWait(ctx, 10*time.Second), b)
 	untilWaiting(t, clk, 1)
 	clk.Step(10 * time.Second)
 	assert.NoError(t, finished(t, done))
@@ -134,9 +136,9 @@ func TestWithMaxWaitOverrides(t *testing.T) {
 	require.NoError(t, b.Wait(ctx))
 
 	var rle *rlerrors.RateLimitExceededError
-	require.ErrorAs(t, b.Wait(limiter.WithMaxWait(ctx, 0)), &rle)
+	require.ErrorAs(t, b.Wait(k8sratelimit.WithMaxWait(ctx, 0)), &rle)
 
-	done := waitAsync(limiter.WithMaxWait(ctx, time.Minute), b)
+	done := waitAsync(k8sratelimit.WithMaxWait(ctx, time.Minute), b)
 	untilWaiting(t, clk, 1)
 	clk.Step(10 * time.Second)
 	assert.NoError(t, finished(t, done), "a longer per-request max wait lets it wait")
@@ -165,7 +167,7 @@ func TestCooldownMovesWaiters(t *testing.T) {
 	done := waitAsync(ctx, b)
 	untilWaiting(t, clk, 1)
 
-	left, err := b.Cooldown(ctx, 30*time.Second)
+	left, err := b.SetCooldown(ctx, 30*time.Second)
 	require.NoError(t, err)
 	assert.Equal(t, 30*time.Second, left)
 	untilWaiting(t, clk, 1)
@@ -183,7 +185,7 @@ func TestCooldownBeyondMaxWaitFailsWaitersAtOnce(t *testing.T) {
 	done := waitAsync(ctx, b)
 	untilWaiting(t, clk, 1)
 
-	_, err := b.Cooldown(ctx, time.Minute)
+	_, err := b.SetCooldown(ctx, time.Minute)
 	require.NoError(t, err)
 	err = finished(t, done)
 	var rle *rlerrors.RateLimitExceededError
@@ -191,14 +193,14 @@ func TestCooldownBeyondMaxWaitFailsWaitersAtOnce(t *testing.T) {
 	assert.Equal(t, time.Minute, rle.RetryAfter(), "RetryAfter is its new wait")
 
 	// Its slot was released: nothing is reserved after the cooldown.
-	err = b.Wait(limiter.WithMaxWait(ctx, 0))
+	err = b.Wait(k8sratelimit.WithMaxWait(ctx, 0))
 	require.ErrorAs(t, err, &rle)
 	assert.Equal(t, time.Minute, rle.RetryAfter())
 }
 
 func TestCloseWakesWaitersWithErrClosed(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
-	l := limiter.New(store.NewMemory(clk), limiter.Options{Policy: window(1, time.Hour), Clock: clk})
+	l := limiter.New(memorystore.New(clk), limiter.Options{Policy: window(1, time.Hour), Clock: clk})
 	b := l.Budget(key, "test")
 	ctx := context.Background()
 	require.NoError(t, b.Wait(ctx))
@@ -231,7 +233,10 @@ type events struct {
 	admitted, deferred, rejected int
 }
 
-type countingObserver struct{ e *events }
+type countingObserver struct {
+	limiter.NopObserver
+	e *events
+}
 
 func (o countingObserver) Admitted(_, _ string, wait time.Duration, _ limiter.WaitReason) {
 	if wait == 0 {
@@ -240,15 +245,13 @@ func (o countingObserver) Admitted(_, _ string, wait time.Duration, _ limiter.Wa
 		o.e.deferred++
 	}
 }
-func (o countingObserver) Rejected(string, string, time.Duration)       { o.e.rejected++ }
-func (o countingObserver) Exempt(string, string)                        {}
-func (o countingObserver) Throttled(string, string, int, time.Duration) {}
+func (o countingObserver) Rejected(string, string, time.Duration) { o.e.rejected++ }
 
 func TestSlowWaitIsLoggedOncePerSecond(t *testing.T) {
 	var lines []string
 	log := funcr.New(func(prefix, args string) { lines = append(lines, args) }, funcr.Options{})
 	var ev events
-	b, clk := setup(t, window(1, 2*time.Second), limiter.Options{Logger: log, Observer: countingObserver{&ev}})
+	b, clk := setup(t, window(1, 2*time.Second), limiter.Options{Logger: log, Observer: countingObserver{e: &ev}})
 	ctx := context.Background()
 	require.NoError(t, b.Wait(ctx))
 
@@ -261,7 +264,7 @@ func TestSlowWaitIsLoggedOncePerSecond(t *testing.T) {
 	assert.Contains(t, lines[0], `"reason"="client-side budget"`)
 	assert.Contains(t, lines[0], `"cluster"="test"`)
 
-	second := waitAsync(limiter.WithMaxWait(ctx, time.Hour), b)
+	second := waitAsync(k8sratelimit.WithMaxWait(ctx, time.Hour), b)
 	untilWaiting(t, clk, 1)
 	clk.Step(2 * time.Second)
 	require.NoError(t, finished(t, second))
@@ -291,7 +294,7 @@ func TestCooldownWaitIsLoggedWithItsReason(t *testing.T) {
 	log := funcr.New(func(prefix, args string) { lines = append(lines, args) }, funcr.Options{})
 	b, clk := setup(t, window(100, time.Minute), limiter.Options{Logger: log})
 	ctx := context.Background()
-	_, err := b.Cooldown(ctx, 3*time.Second)
+	_, err := b.SetCooldown(ctx, 3*time.Second)
 	require.NoError(t, err)
 
 	done := waitAsync(ctx, b)
@@ -318,7 +321,7 @@ func (s *jitterStore) Reserve(ctx context.Context, key string, p store.Policy, r
 
 func TestConfiguredJitterReachesTheStore(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
-	js := &jitterStore{Store: store.NewMemory(clk)}
+	js := &jitterStore{Store: memorystore.New(clk)}
 	l := limiter.New(js, limiter.Options{Policy: window(1, time.Hour), Clock: clk, Jitter: 5 * time.Second, MaxWait: dur(0)})
 	t.Cleanup(func() { l.Close() })
 	b := l.Budget(key, "test")

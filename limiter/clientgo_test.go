@@ -44,8 +44,10 @@ import (
 	rlerrors "github.com/k8sratelimit/k8sratelimit/errors"
 	"github.com/k8sratelimit/k8sratelimit/internal/apisim"
 	"github.com/k8sratelimit/k8sratelimit/internal/decided"
+	"github.com/k8sratelimit/k8sratelimit/internal/harness"
 	"github.com/k8sratelimit/k8sratelimit/limiter"
 	"github.com/k8sratelimit/k8sratelimit/store"
+	"github.com/k8sratelimit/k8sratelimit/store/memorystore"
 )
 
 // ---------------------------------------------------------------------------
@@ -61,7 +63,7 @@ const (
 type cgHarness struct {
 	srv    *apisim.Server
 	store  *cgStore
-	lim    *limiter.Limiter
+	lim    *limiter.Engine
 	budget *limiter.Budget
 	key    string
 	obs    *cgObserver
@@ -82,7 +84,7 @@ func cgNew(t *testing.T, opts limiter.Options) *cgHarness {
 	if opts.Clock != nil {
 		storeClock = opts.Clock
 	}
-	st := &cgStore{Store: store.NewMemory(storeClock)}
+	st := &cgStore{Store: memorystore.New(storeClock)}
 	obs := &cgObserver{}
 	opts.Observer = obs
 	lim := limiter.New(st, opts)
@@ -110,7 +112,7 @@ func cgNew(t *testing.T, opts limiter.Options) *cgHarness {
 }
 
 func cgWindow(limit int, span time.Duration) store.Policy {
-	return store.Policy{Strategy: store.Window, Limit: limit, Timespan: span}
+	return store.Policy{Strategy: store.StrategyWindow, Limit: limit, Timespan: span}
 }
 
 func cgDur(d time.Duration) *time.Duration { return &d }
@@ -125,7 +127,7 @@ func (h *cgHarness) getPod(ctx context.Context, name string) error {
 // request that waits by mistake would never return.
 func (h *cgHarness) call(t *testing.T, ctx context.Context, name string) error {
 	t.Helper()
-	return cgResult(t, cgAsync(func() error { return h.getPod(ctx, name) }))
+	return harness.Result(t, harness.Async(func() error { return h.getPod(ctx, name) }))
 }
 
 // exhaust sends the one request the budget allows and checks that the next
@@ -267,7 +269,7 @@ type cgSend struct {
 }
 
 func (s *cgSends) wrap(next http.RoundTripper) http.RoundTripper {
-	return cgRoundTripper(func(req *http.Request) (*http.Response, error) {
+	return harness.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 		tag, ok := req.Context().Value(cgTagKey{}).(int)
 		if !ok {
 			tag = -1
@@ -299,12 +301,9 @@ func (s *cgSends) instants(part string) []time.Time {
 	return out
 }
 
-type cgRoundTripper func(*http.Request) (*http.Response, error)
-
-func (f cgRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
-
 // cgObserver records the limiter's decisions.
 type cgObserver struct {
+	limiter.NopObserver
 	admitted, rejected, exempt atomic.Int32
 
 	mu        sync.Mutex
@@ -350,24 +349,6 @@ func cgRLE(t *testing.T, err error) *rlerrors.RateLimitExceededError {
 	var rle *rlerrors.RateLimitExceededError
 	require.ErrorAs(t, err, &rle)
 	return rle
-}
-
-// cgAsync runs f on its own goroutine and returns its result channel.
-func cgAsync(f func() error) <-chan error {
-	ch := make(chan error, 1)
-	go func() { ch <- f() }()
-	return ch
-}
-
-func cgResult(t *testing.T, ch <-chan error) error {
-	t.Helper()
-	select {
-	case err := <-ch:
-		return err
-	case <-time.After(10 * time.Second):
-		require.FailNow(t, "the call did not return")
-		return nil
-	}
 }
 
 // cgSettle waits until cond holds, polling briefly; it is for state that
@@ -567,7 +548,7 @@ func TestClientGoLeasesAreExempt(t *testing.T) {
 
 	t.Run("cooldown", func(t *testing.T) {
 		h := cgNew(t, limiter.Options{Policy: cgWindow(100, time.Hour), MaxWait: cgDur(0), Adaptive: true})
-		left, err := h.budget.Cooldown(context.Background(), time.Hour)
+		left, err := h.budget.SetCooldown(context.Background(), time.Hour)
 		require.NoError(t, err)
 		require.Equal(t, time.Hour, left.Round(time.Minute))
 		cgRLE(t, h.getPod(context.Background(), "x")) // counted requests cannot pass
@@ -590,7 +571,7 @@ func TestClientGoLeasesAreExempt(t *testing.T) {
 	t.Run("leader election", func(t *testing.T) {
 		h := cgNew(t, limiter.Options{Policy: cgWindow(1, time.Hour), MaxWait: cgDur(0), Adaptive: true})
 		h.exhaust(t)
-		_, err := h.budget.Cooldown(context.Background(), time.Hour)
+		_, err := h.budget.SetCooldown(context.Background(), time.Hour)
 		require.NoError(t, err)
 
 		ctx, cancel := context.WithCancel(context.Background())
@@ -611,14 +592,14 @@ func TestClientGoLeasesAreExempt(t *testing.T) {
 			},
 		})
 		require.NoError(t, err)
-		done := cgAsync(func() error { le.Run(ctx); return nil })
+		done := harness.Async(func() error { le.Run(ctx); return nil })
 		select {
 		case <-started:
 		case <-time.After(5 * time.Second):
 			require.FailNow(t, "did not become leader with an exhausted budget in a cooldown")
 		}
 		cancel()
-		require.NoError(t, cgResult(t, done))
+		require.NoError(t, harness.Result(t, done))
 		assert.Positive(t, h.srv.Count("/leases/leader"))
 		assert.Equal(t, int32(1), h.obs.admitted.Load(), "only the first request counted")
 	})
@@ -723,11 +704,11 @@ func TestClientGoPerRequestOverrides(t *testing.T) {
 		assert.Equal(t, 0, h.srv.Count("/pods/now"))
 
 		// The same request without the override waits for the slot.
-		done := cgAsync(func() error { return h.getPod(context.Background(), "later") })
+		done := harness.Async(func() error { return h.getPod(context.Background(), "later") })
 		cgSettle(t, func() bool { return fc.Waiters() == 1 }, "the default request waits")
 		assert.Equal(t, 0, h.srv.Count("/pods/later"))
 		fc.Step(400 * time.Millisecond)
-		require.NoError(t, cgResult(t, done))
+		require.NoError(t, harness.Result(t, done))
 		assert.Equal(t, 1, h.srv.Count("/pods/later"))
 	})
 
@@ -737,12 +718,12 @@ func TestClientGoPerRequestOverrides(t *testing.T) {
 		require.NoError(t, h.call(t, context.Background(), "first"))
 		cgRLE(t, h.call(t, context.Background(), "refused"))
 
-		done := cgAsync(func() error {
+		done := harness.Async(func() error {
 			return h.getPod(k8sratelimit.WithMaxWait(context.Background(), time.Second), "later")
 		})
 		cgSettle(t, func() bool { return fc.Waiters() == 1 }, "the request waits")
 		fc.Step(400 * time.Millisecond)
-		require.NoError(t, cgResult(t, done))
+		require.NoError(t, harness.Result(t, done))
 		assert.Equal(t, 1, h.srv.Count("/pods/later"))
 	})
 
@@ -798,10 +779,10 @@ func TestClientGoReflectorBacksOff(t *testing.T) {
 		}))
 
 		stop := make(chan struct{})
-		done := cgAsync(func() error { inf.Run(stop); return nil })
+		done := harness.Async(func() error { inf.Run(stop); return nil })
 		<-time.After(observe) // the observation window
 		close(stop)
-		require.NoError(t, cgResult(t, done))
+		require.NoError(t, harness.Result(t, done))
 
 		attempts := h.obs.rejected.Load() - rejected
 		assert.GreaterOrEqual(t, attempts, int32(1))
@@ -997,12 +978,12 @@ func TestClientGoCooldownMovesWaiters(t *testing.T) {
 
 	var results []<-chan error
 	for i := range 6 {
-		results = append(results, cgAsync(func() error { return h.getPod(context.Background(), fmt.Sprintf("w-%d", i)) }))
+		results = append(results, harness.Async(func() error { return h.getPod(context.Background(), fmt.Sprintf("w-%d", i)) }))
 	}
 	cgSettle(t, func() bool { return h.sends.count.Load() == 2 && fc.Waiters() == 4 }, "2 sent, 4 waiting")
 
 	confirms := h.store.confirms.Load()
-	left, err := h.budget.Cooldown(context.Background(), 700*time.Millisecond)
+	left, err := h.budget.SetCooldown(context.Background(), 700*time.Millisecond)
 	require.NoError(t, err)
 	require.Equal(t, 700*time.Millisecond, left)
 	cgSettle(t, func() bool { return h.store.confirms.Load() == confirms+4 && fc.Waiters() == 4 },
@@ -1012,7 +993,7 @@ func TestClientGoCooldownMovesWaiters(t *testing.T) {
 		return fc.Waiters()+int(h.sends.count.Load())-2 == 4
 	})
 	for _, ch := range results {
-		require.NoError(t, cgResult(t, ch))
+		require.NoError(t, harness.Result(t, ch))
 	}
 
 	sends := h.sends.instants("/pods/w-")
@@ -1037,14 +1018,14 @@ func TestClientGoCloseReleasesWaiters(t *testing.T) {
 
 	var results []<-chan error
 	for i := range 3 {
-		results = append(results, cgAsync(func() error { return h.getPod(context.Background(), fmt.Sprintf("waiter-%d", i)) }))
+		results = append(results, harness.Async(func() error { return h.getPod(context.Background(), fmt.Sprintf("waiter-%d", i)) }))
 	}
 	cgSettle(t, func() bool { return fc.Waiters() == 3 }, "3 waiting")
 	require.Equal(t, sleepers+3, cgSleepers(), "the waiters are seen waiting in their budget")
 
 	require.NoError(t, h.lim.Close())
 	for _, ch := range results {
-		err := cgResult(t, ch)
+		err := harness.Result(t, ch)
 		assert.ErrorIs(t, err, rlerrors.ErrClosed)
 		var rle *rlerrors.RateLimitExceededError
 		assert.False(t, errors.As(err, &rle))
@@ -1100,24 +1081,24 @@ func TestClientGoCancelledWaiterFreesSlot(t *testing.T) {
 	require.NoError(t, h.call(t, context.Background(), "first"))
 
 	ctx, cancel := context.WithCancel(context.Background())
-	a := cgAsync(func() error { return h.getPod(ctx, "a") })
+	a := harness.Async(func() error { return h.getPod(ctx, "a") })
 	cgSettle(t, func() bool { return fc.Waiters() == 1 }, "a waits")
 	waits := h.store.reservedWaits()
 	waitA := waits[len(waits)-1]
 	require.Equal(t, 600*time.Millisecond, waitA)
 
 	cancel()
-	assert.ErrorIs(t, cgResult(t, a), context.Canceled)
+	assert.ErrorIs(t, harness.Result(t, a), context.Canceled)
 	assert.Zero(t, fc.Waiters())
 	assert.Equal(t, 0, h.srv.Count("/pods/a"))
 
-	b := cgAsync(func() error { return h.getPod(context.Background(), "b") })
+	b := harness.Async(func() error { return h.getPod(context.Background(), "b") })
 	cgSettle(t, func() bool { return fc.Waiters() == 1 }, "b waits")
 	waits = h.store.reservedWaits()
 	assert.Equal(t, waitA, waits[len(waits)-1], "b got a's slot, not the one after it")
 
 	fc.Step(600 * time.Millisecond)
-	require.NoError(t, cgResult(t, b))
+	require.NoError(t, harness.Result(t, b))
 	assert.Equal(t, []time.Time{t0.Add(600 * time.Millisecond)}, h.sends.instants("/pods/b"))
 }
 
@@ -1202,7 +1183,7 @@ func TestClientGoLinearSpacing(t *testing.T) {
 		interval = 100 * time.Millisecond
 		tol      = 40 * time.Millisecond
 	)
-	h := cgNew(t, limiter.Options{Policy: store.Policy{Strategy: store.Linear, Limit: 10, Timespan: time.Second, Burst: 1}})
+	h := cgNew(t, limiter.Options{Policy: store.Policy{Strategy: store.StrategyLinear, Limit: 10, Timespan: time.Second, Burst: 1}})
 	cgConcurrent(t, h, n)
 
 	sends := h.sends.instants("/pods/c-")

@@ -7,10 +7,12 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/k8sratelimit/k8sratelimit"
 	rlerrors "github.com/k8sratelimit/k8sratelimit/errors"
 	"github.com/k8sratelimit/k8sratelimit/internal/apisim"
 	"github.com/k8sratelimit/k8sratelimit/limiter"
 	"github.com/k8sratelimit/k8sratelimit/store"
+	"github.com/k8sratelimit/k8sratelimit/store/memorystore"
 )
 
 func Example() {
@@ -19,8 +21,8 @@ func Example() {
 
 	// Two requests per minute per API server, never waiting more than 1s.
 	maxWait := time.Second
-	l := limiter.New(store.NewMemory(nil), limiter.Options{
-		Policy:   store.Policy{Strategy: store.Window, Limit: 2, Timespan: time.Minute},
+	l := limiter.New(memorystore.New(nil), limiter.Options{
+		Policy:   store.Policy{Strategy: store.StrategyWindow, Limit: 2, Timespan: time.Minute},
 		MaxWait:  &maxWait,
 		Adaptive: true,
 	})
@@ -47,14 +49,14 @@ func Example() {
 }
 
 func ExampleBudget_Wait() {
-	l := limiter.New(store.NewMemory(nil), limiter.Options{
-		Policy: store.Policy{Strategy: store.Linear, Limit: 100, Timespan: time.Second},
+	l := limiter.New(memorystore.New(nil), limiter.Options{
+		Policy: store.Policy{Strategy: store.StrategyLinear, Limit: 100, Timespan: time.Second},
 	})
 	defer l.Close()
 	b := l.Budget("k8s:default:api.example.com", "prod")
 
 	// Admission webhooks must answer quickly: cap the wait per request.
-	ctx := limiter.WithMaxWait(context.Background(), 50*time.Millisecond)
+	ctx := k8sratelimit.WithMaxWait(context.Background(), 50*time.Millisecond)
 	fmt.Println(b.Wait(ctx))
 	// Output: <nil>
 }

@@ -2,7 +2,7 @@ package limiter
 
 import "time"
 
-// Observer is told of every decision a Limiter makes, for metrics and for
+// Observer is told of every decision an Engine makes, for metrics and for
 // tests. Its methods are called on the request's goroutine and must return
 // quickly. Implementations must be safe for concurrent use.
 type Observer interface {

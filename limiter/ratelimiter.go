@@ -5,6 +5,8 @@ import (
 	"sync"
 
 	"k8s.io/client-go/util/flowcontrol"
+
+	"github.com/k8sratelimit/k8sratelimit/internal/ctxopt"
 )
 
 // RateLimiter adapts a Budget to client-go's flowcontrol.RateLimiter, for
@@ -33,16 +35,16 @@ func (r *RateLimiter) TryAccept() bool {
 }
 
 // neverWait is the context of TryAccept, made once: it admits only at once.
-var neverWait = WithMaxWait(context.Background(), 0)
+var neverWait = ctxopt.WithMaxWait(context.Background(), 0)
 
 // Accept takes a slot, waiting as long as it takes (the maximum wait does
 // not apply: Accept cannot fail). It returns at once after Stop or when
-// the Limiter is closed.
+// the Engine is closed.
 func (r *RateLimiter) Accept() {
 	if r.stopped() {
 		return
 	}
-	_ = r.budget.wait(withUnlimitedWait(context.Background()), r.stop)
+	_ = r.budget.wait(ctxopt.WithUnlimitedWait(context.Background()), r.stop)
 }
 
 // Wait takes a slot following the rules of Budget.Wait. After Stop it

@@ -15,9 +15,11 @@ import (
 	"github.com/stretchr/testify/require"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/k8sratelimit/k8sratelimit"
 	rlerrors "github.com/k8sratelimit/k8sratelimit/errors"
+	"github.com/k8sratelimit/k8sratelimit/internal/harness"
 	"github.com/k8sratelimit/k8sratelimit/limiter"
-	"github.com/k8sratelimit/k8sratelimit/store"
+	"github.com/k8sratelimit/k8sratelimit/store/memorystore"
 )
 
 // server is a RoundTripper that holds each request until the test answers
@@ -257,7 +259,7 @@ func TestWithoutLimitTakesNoSeat(t *testing.T) {
 	rt, srv, _, _ := seated(t, limiter.Concurrency{Fixed: 1}, limiter.Options{})
 	hold := send(context.Background(), rt, "/first")
 	holder := srv.next(t)
-	free := send(limiter.WithoutLimit(context.Background()), rt, "/free")
+	free := send(k8sratelimit.WithoutLimit(context.Background()), rt, "/free")
 	srv.respond(srv.next(t), http.StatusOK, nil)
 	require.NoError(t, finished(t, free))
 	srv.respond(holder, http.StatusOK, nil)
@@ -283,7 +285,7 @@ func TestSeatWaitBeyondMaxWait(t *testing.T) {
 	holder := srv.next(t)
 
 	t.Run("max wait 0 is refused at once", func(t *testing.T) {
-		err := finished(t, send(limiter.WithMaxWait(context.Background(), 0), rt, "/never"))
+		err := finished(t, send(k8sratelimit.WithMaxWait(context.Background(), 0), rt, "/never"))
 		var rle *rlerrors.RateLimitExceededError
 		require.ErrorAs(t, err, &rle)
 		assert.Positive(t, rle.RetryAfter())
@@ -313,7 +315,7 @@ func TestCooldownLongerThanMaxWaitRefusesSeatWaitAtOnce(t *testing.T) {
 	rt, srv, b, _ := seated(t, limiter.Concurrency{Fixed: 1}, limiter.Options{MaxWait: dur(time.Second)})
 	hold := send(context.Background(), rt, "/first")
 	holder := srv.next(t)
-	_, err := b.Cooldown(context.Background(), 5*time.Second)
+	_, err := b.SetCooldown(context.Background(), 5*time.Second)
 	require.NoError(t, err)
 	var rle *rlerrors.RateLimitExceededError
 	require.ErrorAs(t, finished(t, send(context.Background(), rt, "/second")), &rle)
@@ -348,7 +350,7 @@ func TestCloseWakesSeatWaiters(t *testing.T) {
 	waiting := send(context.Background(), rt, "/waiting")
 	require.Eventually(t, func() bool { return b.Seats().Waiting == 1 }, 5*time.Second, time.Millisecond)
 	closed := make(chan struct{})
-	go func() { b.Limiter().Close(); close(closed) }()
+	go func() { b.Engine().Close(); close(closed) }()
 	require.ErrorIs(t, finished(t, waiting), rlerrors.ErrClosed)
 	srv.respond(holder, http.StatusOK, nil)
 	require.NoError(t, finished(t, hold))
@@ -359,11 +361,11 @@ func TestBothLimitsHold(t *testing.T) {
 	// 4 per second and 2 seats: the rate decides while answers are quick.
 	clk := clocktesting.NewFakeClock(time.Now())
 	sends := make(chan time.Time, 100)
-	rt := cgRoundTripper(func(req *http.Request) (*http.Response, error) {
+	rt := harness.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 		sends <- clk.Now()
 		return &http.Response{StatusCode: http.StatusOK, Body: io.NopCloser(strings.NewReader("{}")), Request: req}, nil
 	})
-	l := limiter.New(store.NewMemory(clk), limiter.Options{Policy: window(4, time.Second), Clock: clk, Concurrency: limiter.Concurrency{Fixed: 2}})
+	l := limiter.New(memorystore.New(clk), limiter.Options{Policy: window(4, time.Second), Clock: clk, Concurrency: limiter.Concurrency{Fixed: 2}})
 	t.Cleanup(func() { l.Close() })
 	tr := l.Budget(key, "test").Wrap(rt)
 	var results []<-chan error

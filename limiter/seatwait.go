@@ -69,7 +69,7 @@ func (b *Budget) takeSeat(ctx context.Context, stop <-chan struct{}, w *waitLimi
 // cooldownLeft returns the cooldown left on the budget, 0 when none or
 // when the store cannot say.
 func (b *Budget) cooldownLeft(ctx context.Context) time.Duration {
-	d, err := b.l.store.Cooldown(context.WithoutCancel(ctx), b.key)
+	d, err := b.Cooldown(context.WithoutCancel(ctx))
 	if err != nil {
 		return 0
 	}

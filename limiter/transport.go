@@ -11,8 +11,8 @@ import (
 //
 // Exempt requests pass at once and consume nothing: exec, attach and
 // portforward (streaming connections), coordination.k8s.io leases (leader
-// election), requests made with WithoutLimit, and those matched by the
-// Limiter's extra exemptions. A watch counts once, when it is opened.
+// election), requests made with k8sratelimit.WithoutLimit, and those matched by the
+// Engine's extra exemptions. A watch counts once, when it is opened.
 //
 // With a concurrency limit (Options.Concurrency), a counted request also
 // holds a seat from its send until its response is finished: its body read
@@ -95,7 +95,7 @@ func (t *Transport) observe(req *http.Request, resp *http.Response) bool {
 		l.observer.Throttled(b.Cluster(), b.key, resp.StatusCode, 0)
 		return true
 	}
-	if _, err := b.Cooldown(req.Context(), d); err != nil {
+	if _, err := b.SetCooldown(req.Context(), d); err != nil {
 		l.log.Error(err, "starting a cooldown", "cluster", b.Cluster(), "budget", b.key)
 	}
 	l.observer.Throttled(b.Cluster(), b.key, resp.StatusCode, d)

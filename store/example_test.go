@@ -8,25 +8,27 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/k8sratelimit/k8sratelimit/store"
+	"github.com/k8sratelimit/k8sratelimit/store/memorystore"
 )
 
-func ExampleMemory() {
+// A request that has to wait holds a reservation: its caller sleeps for
+// Wait, then confirms, and sends when Confirm answers 0.
+func Example() {
 	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	m := store.NewMemory(clk)
+	var s store.Store = memorystore.New(clk)
 	ctx := context.Background()
-	p := store.Policy{Strategy: store.Window, Limit: 2, Timespan: 10 * time.Second}
+	key := "k8s:default:api.example.com"
+	p := store.Policy{Strategy: store.StrategyWindow, Limit: 1, Timespan: time.Second}
 	anyWait := store.Request{MaxWait: store.NoMaxWait}
 
-	for range 4 {
-		res, _ := m.Reserve(ctx, "k8s:default:api.example.com", p, anyWait)
-		fmt.Println(res.OK, res.Wait)
-	}
-	res, _ := m.Reserve(ctx, "k8s:default:api.example.com", p, store.Request{MaxWait: 15 * time.Second})
-	fmt.Println(res.OK, res.Wait)
+	first, _ := s.Reserve(ctx, key, p, anyWait)
+	second, _ := s.Reserve(ctx, key, p, anyWait)
+	fmt.Println(first.Wait, second.Wait, second.ID != 0)
+
+	clk.SetTime(clk.Now().Add(second.Wait))
+	left, _ := s.Confirm(ctx, key, second.ID)
+	fmt.Println(left)
 	// Output:
-	// true 0s
-	// true 0s
-	// true 10s
-	// true 10s
-	// false 20s
+	// 0s 1s true
+	// 0s
 }

@@ -1,14 +1,22 @@
-// Package store holds where budgets live: the Store interface the limiter
-// consumes, the in-memory store (the default), and the arithmetic of the
-// two strategies.
+// Package store is the contract between the budget engine (package
+// limiter) and where budgets live. It holds no store and imports nothing
+// outside the standard library; the stores are its subpackages:
+// memorystore (in-process, the default) and redisstore (shared through
+// Redis), and storetest is the conformance suite that every store passes.
+//
+// Its exported names are the ones both sides of the contract need: the
+// Store interface and what it takes and returns (Policy with its Strategy,
+// Request, Reservation, NoMaxWait, ErrUnknownReservation); the optional
+// interfaces a store may implement and the engine or the root look for
+// (Notifier, SeatSharer with SeatCut, Failover); and what a shared store
+// is configured with and reports (FailurePolicy, Event, BudgetStatus). The
+// root package re-exports Strategy and FailurePolicy with type aliases.
 //
 // A store decides admissions from its own clock: the in-memory store from
 // the clock it is given, a shared store from its server's. It therefore
 // answers with durations relative to the moment of the decision, never with
 // absolute times, so that processes whose clocks disagree still share one
 // exact budget.
-//
-// Every implementation passes the conformance suite in package storetest.
 package store
 
 import (
@@ -22,12 +30,12 @@ import (
 type Strategy string
 
 const (
-	// Window allows at most Limit requests to be sent in any rolling
-	// Timespan, exactly.
-	Window Strategy = "window"
-	// Linear paces requests one every Timespan/Limit with a burst allowance
-	// of Burst (the generic cell rate algorithm).
-	Linear Strategy = "linear"
+	// StrategyWindow allows at most Limit requests to be sent in any
+	// rolling Timespan, exactly.
+	StrategyWindow Strategy = "window"
+	// StrategyLinear paces requests one every Timespan/Limit with a burst
+	// allowance of Burst (the generic cell rate algorithm).
+	StrategyLinear Strategy = "linear"
 )
 
 // Policy describes a budget. The zero Policy is not valid.
@@ -37,7 +45,8 @@ type Policy struct {
 	Limit int
 	// Timespan is the period of the budget, positive.
 	Timespan time.Duration
-	// Burst is the burst allowance of Linear: 0 means 1. Window ignores it.
+	// Burst is the burst allowance of StrategyLinear: 0 means 1.
+	// StrategyWindow ignores it.
 	Burst int
 }
 

@@ -13,7 +13,7 @@ import (
 
 	"github.com/k8sratelimit/k8sratelimit"
 	"github.com/k8sratelimit/k8sratelimit/internal/apisim"
-	"github.com/k8sratelimit/k8sratelimit/store"
+	"github.com/k8sratelimit/k8sratelimit/store/memorystore"
 )
 
 // The simulated API server's capacity, like one API Priority and Fairness
@@ -92,7 +92,7 @@ func demoCmd(args, environ []string, stdout, stderr io.Writer) int {
 func demoModes(o demoOptions, cfg k8sratelimit.Config) []demoMode {
 	through := func(cfg k8sratelimit.Config) func(rc *rest.Config, st *stats) (*instants, func(), error) {
 		return func(rc *rest.Config, st *stats) (*instants, func(), error) {
-			rec := &releaseRecorder{Store: store.NewMemory(nil), stats: st}
+			rec := &releaseRecorder{Store: memorystore.New(nil), stats: st}
 			l, err := k8sratelimit.New(cfg, k8sratelimit.WithObserver(st), k8sratelimit.WithStore(rec))
 			if err != nil {
 				return nil, nil, err

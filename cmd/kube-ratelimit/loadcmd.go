@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/k8sratelimit/k8sratelimit"
-	"github.com/k8sratelimit/k8sratelimit/store"
+	"github.com/k8sratelimit/k8sratelimit/store/memorystore"
 )
 
 // loadOptions are the load command's flags.
@@ -82,7 +82,7 @@ func loadCmd(args, environ []string, stdout, stderr io.Writer) int {
 	st := &stats{}
 	rec := &sendRecorder{}
 	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { rec.next = rt; return rec })
-	released := &releaseRecorder{Store: store.NewMemory(nil), stats: st}
+	released := &releaseRecorder{Store: memorystore.New(nil), stats: st}
 	opts := []k8sratelimit.Option{k8sratelimit.WithObserver(st)}
 	if cfg.Store == k8sratelimit.StoreMemory {
 		opts = append(opts, k8sratelimit.WithStore(released))

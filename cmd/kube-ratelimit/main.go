@@ -45,14 +45,14 @@ import (
 
 	"github.com/k8sratelimit/k8sratelimit"
 	rlerrors "github.com/k8sratelimit/k8sratelimit/errors"
-	"github.com/k8sratelimit/k8sratelimit/store"
+	"github.com/k8sratelimit/k8sratelimit/store/redisstore"
 )
 
 func main() {
 	// go-redis's lines about the store's calls (a dial failure each call
 	// during an outage) go to the store's logger, not to standard error;
 	// this process has no other Redis client.
-	redis.SetLogger(&store.RedisLogRouter{})
+	redis.SetLogger(&redisstore.LogRouter{})
 	os.Exit(run(os.Args[1:], os.Environ(), os.Stdout, os.Stderr))
 }
 

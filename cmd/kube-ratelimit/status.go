@@ -16,6 +16,7 @@ import (
 	"github.com/k8sratelimit/k8sratelimit"
 	rlerrors "github.com/k8sratelimit/k8sratelimit/errors"
 	"github.com/k8sratelimit/k8sratelimit/store"
+	"github.com/k8sratelimit/k8sratelimit/store/redisstore"
 )
 
 // statusCmd prints every budget in the shared Redis store: used / limit in
@@ -48,7 +49,7 @@ func statusCmd(args, environ []string, stdout, stderr io.Writer) int {
 			k8sratelimit.EnvStore, cfg.Store)
 		return 2
 	}
-	s, err := store.NewRedisFromURL(cfg.RedisURL.Reveal(), store.RedisOptions{Timeout: 5 * time.Second})
+	s, err := redisstore.NewFromURL(cfg.RedisURL.Reveal(), redisstore.Options{Timeout: 5 * time.Second})
 	if err != nil {
 		// Not err itself: go-redis quotes query values, which may be secret.
 		fmt.Fprintf(stderr, "kube-ratelimit: %s=%q: cannot make a Redis client from it\n", k8sratelimit.EnvRedisURL, cfg.RedisURL)
@@ -85,9 +86,9 @@ func statusCmd(args, environ []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// budgetLister is what status reads: *store.Redis.
+// budgetLister is what status reads: *redisstore.Store.
 type budgetLister interface {
-	Budgets(ctx context.Context) ([]store.BudgetStatus, error)
+	Status(ctx context.Context) ([]store.BudgetStatus, error)
 }
 
 // statusView prints the status table once, or again after each wait.
@@ -105,7 +106,7 @@ type statusView struct {
 // run prints the table, and again after every wait until wait says stop.
 func (v statusView) run(ctx context.Context) error {
 	for {
-		budgets, err := v.budgets.Budgets(ctx)
+		budgets, err := v.budgets.Status(ctx)
 		if err != nil {
 			return err
 		}
@@ -159,7 +160,7 @@ func printStatus(budgets []store.BudgetStatus, owner string, w io.Writer) error 
 			continue
 		}
 		used := "-"
-		if b.Strategy == store.Window {
+		if b.Strategy == store.StrategyWindow {
 			used = fmt.Sprintf("%d/%d", b.Used, b.Limit)
 		} else if b.Limit > 0 {
 			used = fmt.Sprintf("-/%d", b.Limit)

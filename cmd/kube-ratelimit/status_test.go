@@ -14,6 +14,7 @@ import (
 
 	"github.com/k8sratelimit/k8sratelimit/internal/redistest"
 	"github.com/k8sratelimit/k8sratelimit/store"
+	"github.com/k8sratelimit/k8sratelimit/store/redisstore"
 )
 
 func TestStatusCommandShowsSharedBudgets(t *testing.T) {
@@ -21,15 +22,15 @@ func TestStatusCommandShowsSharedBudgets(t *testing.T) {
 	ctx := context.Background()
 	// Two processes' worth of stores use one budget; another owner uses
 	// its own.
-	p := store.Policy{Strategy: store.Window, Limit: 3, Timespan: time.Minute}
-	a := store.NewRedis(srv.Client(), store.RedisOptions{Presence: 50 * time.Millisecond})
-	b := store.NewRedis(srv.Client(), store.RedisOptions{Presence: 50 * time.Millisecond})
+	p := store.Policy{Strategy: store.StrategyWindow, Limit: 3, Timespan: time.Minute}
+	a := redisstore.New(srv.Client(), redisstore.Options{Presence: 50 * time.Millisecond})
+	b := redisstore.New(srv.Client(), redisstore.Options{Presence: 50 * time.Millisecond})
 	t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
 	// Their limiters report the seats of the shared budget: a limit of 4
 	// learned by both, 3 seats held by one, 1 by the other.
 	a.ReportSeats("k8s:ops:api.example.com", func() (int, int) { return 4, 3 })
 	b.ReportSeats("k8s:ops:api.example.com", func() (int, int) { return 4, 1 })
-	for _, s := range []*store.Redis{a, a, b, b} {
+	for _, s := range []*redisstore.Store{a, a, b, b} {
 		_, err := s.Reserve(ctx, "k8s:ops:api.example.com", p, store.Request{MaxWait: store.NoMaxWait})
 		require.NoError(t, err)
 	}
@@ -67,7 +68,7 @@ func TestStatusCommandNeedsRedis(t *testing.T) {
 // budgetsFunc is a budgetLister.
 type budgetsFunc func(ctx context.Context) ([]store.BudgetStatus, error)
 
-func (f budgetsFunc) Budgets(ctx context.Context) ([]store.BudgetStatus, error) { return f(ctx) }
+func (f budgetsFunc) Status(ctx context.Context) ([]store.BudgetStatus, error) { return f(ctx) }
 
 // watchView returns a statusView over a fixed budget whose watch refreshes
 // twice, each refresh one interval later on a fake clock.
@@ -76,7 +77,7 @@ func watchView(out *screen) statusView {
 	waits := 0
 	return statusView{
 		budgets: budgetsFunc(func(context.Context) ([]store.BudgetStatus, error) {
-			return []store.BudgetStatus{{Key: "k8s:ops:api.example.com", Strategy: store.Window, Limit: 400, Timespan: time.Minute, Used: 12, Processes: 1}}, nil
+			return []store.BudgetStatus{{Key: "k8s:ops:api.example.com", Strategy: store.StrategyWindow, Limit: 400, Timespan: time.Minute, Used: 12, Processes: 1}}, nil
 		}),
 		clock:    clk,
 		out:      out,

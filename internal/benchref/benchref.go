@@ -7,12 +7,33 @@
 package benchref
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
 	"golang.org/x/time/rate"
 	"k8s.io/client-go/util/flowcontrol"
+
+	"github.com/k8sratelimit/k8sratelimit/store"
 )
+
+// Key is the budget key the store benchmarks use.
+const Key = "k8s:default:https://apiserver.example:6443"
+
+// DefaultPolicy is the default configuration: 400 per minute, window.
+var DefaultPolicy = store.Policy{Strategy: store.StrategyWindow, Limit: 400, Timespan: time.Minute}
+
+// ManyBudgets is how many budgets the memory benchmarks fill a store with.
+const ManyBudgets = 10_000
+
+// BudgetKeys returns n distinct budget keys.
+func BudgetKeys(n int) []string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("k8s:default:https://apiserver-%05d.example:6443", i)
+	}
+	return keys
+}
 
 // RateAllow returns x/time/rate's Allow on a limiter that always has room.
 func RateAllow() func() bool {

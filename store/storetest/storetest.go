@@ -5,7 +5,7 @@
 //	func TestConformance(t *testing.T) {
 //		storetest.Run(t, func(t *testing.T) storetest.Harness {
 //			c := clocktesting.NewFakeClock(time.Now())
-//			return storetest.Harness{Store: store.NewMemory(c), Advance: c.Step}
+//			return storetest.Harness{Store: memorystore.New(c), Advance: c.Step}
 //		})
 //	}
 package storetest
@@ -85,11 +85,11 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 var ctx = context.Background()
 
 func windowPolicy(limit int, span time.Duration) store.Policy {
-	return store.Policy{Strategy: store.Window, Limit: limit, Timespan: span}
+	return store.Policy{Strategy: store.StrategyWindow, Limit: limit, Timespan: span}
 }
 
 func linearPolicy(limit int, span time.Duration, burst int) store.Policy {
-	return store.Policy{Strategy: store.Linear, Limit: limit, Timespan: span, Burst: burst}
+	return store.Policy{Strategy: store.StrategyLinear, Limit: limit, Timespan: span, Burst: burst}
 }
 
 var anyWait = store.Request{MaxWait: store.NoMaxWait}

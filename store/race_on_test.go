@@ -1,7 +1,0 @@
-//go:build race
-
-package store_test
-
-// raceDetector reports that the tests run under the race detector, which
-// slows every goroutine several times and makes wake-ups late.
-const raceDetector = true

@@ -1,0 +1,278 @@
+package redisstore_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/k8sratelimit/k8sratelimit/internal/benchref"
+	"github.com/k8sratelimit/k8sratelimit/internal/redistest"
+	"github.com/k8sratelimit/k8sratelimit/store"
+	"github.com/k8sratelimit/k8sratelimit/store/redisstore"
+)
+
+// The Redis benchmarks run the store beside two references on one
+// redis-server, through one client, in one run:
+//
+//   - evalsha: EVALSHA of a script that only returns 1, the round-trip
+//     floor of any decision made by a script;
+//   - redis_rate: github.com/go-redis/redis_rate/v10's Limiter.Allow (GCRA,
+//     one GET and one SET), at the limit of redisBenchLinear.
+//
+// Every request must be admitted at once: a benchmark fails on any other
+// answer. The store runs with FailureClosed, so that a Redis error fails the
+// benchmark instead of being decided, unnoticed, by the in-process
+// fallback.
+//
+// redisBenchWindow admits a million requests per 10ms, which no benchmark
+// can exhaust (a decision takes tens of µs). A window records one entry per
+// send and keeps it for a timespan: at benchmark speed a budget holds a few
+// hundred live entries, the same order as the default of 400 per minute in
+// full use; a longer timespan would grow the sorted set without bound over
+// the run. redisBenchLinear spaces requests 1µs apart (the store's
+// resolution) with a burst of a million: each decision moves the budget's
+// theoretical arrival time 1µs on, far less than the time it takes, so it
+// never falls behind.
+var (
+	redisBenchWindow = store.Policy{Strategy: store.StrategyWindow, Limit: 1_000_000, Timespan: 10 * time.Millisecond}
+	redisBenchLinear = store.Policy{Strategy: store.StrategyLinear, Limit: 1_000_000, Timespan: time.Second, Burst: 1_000_000}
+	redisBenchRate   = redis_rate.Limit{Rate: 1_000_000, Period: time.Second, Burst: 1_000_000}
+)
+
+// redisAdmit makes one admission decision on key and reports whether it
+// was admitted at once.
+type redisAdmit func(ctx context.Context, key string) (bool, error)
+
+// redisKind is one contender: newAdmit makes its admission function on a
+// client, with whatever state it keeps, released by the test's cleanup.
+type redisKind struct {
+	name     string
+	newAdmit func(tb testing.TB, c *redis.Client) redisAdmit
+}
+
+// redisFloor is the bare round trip: EVALSHA of a script that returns 1.
+var redisFloor = redis.NewScript("return 1")
+
+var redisKinds = []redisKind{
+	{"window", redisStoreAdmit(redisBenchWindow)},
+	{"linear", redisStoreAdmit(redisBenchLinear)},
+	{"evalsha", func(_ testing.TB, c *redis.Client) redisAdmit {
+		return func(ctx context.Context, key string) (bool, error) {
+			n, err := redisFloor.Run(ctx, c, []string{key}).Int64()
+			return n == 1, err
+		}
+	}},
+	{"redis_rate", func(_ testing.TB, c *redis.Client) redisAdmit {
+		l := redis_rate.NewLimiter(c)
+		return func(ctx context.Context, key string) (bool, error) {
+			res, err := l.Allow(ctx, key, redisBenchRate)
+			return err == nil && res.Allowed == 1, err
+		}
+	}},
+}
+
+// redisStoreAdmit returns the store's Reserve under policy p as a
+// contender.
+func redisStoreAdmit(p store.Policy) func(testing.TB, *redis.Client) redisAdmit {
+	return func(tb testing.TB, c *redis.Client) redisAdmit {
+		s := redisstore.New(c, redisstore.Options{Failure: store.FailureClosed})
+		tb.Cleanup(func() { _ = s.Close() })
+		return func(ctx context.Context, key string) (bool, error) {
+			res, err := s.Reserve(ctx, key, p, store.Request{MaxWait: store.NoMaxWait})
+			return err == nil && res.OK && res.Wait == 0, err
+		}
+	}
+}
+
+// redisBudgetCounts are the numbers of budgets the admission benchmarks
+// cycle over: one, and 10,000 distinct keys taken in turn.
+var redisBudgetCounts = []struct {
+	name string
+	keys []string
+}{
+	{"1-budget", []string{benchref.Key}},
+	{"10k-budgets", benchref.BudgetKeys(benchref.ManyBudgets)},
+}
+
+// BenchmarkRedisAdmission is one admission decision of each kind, serial
+// and with b.RunParallel, on one budget and cycling over 10,000. Every
+// budget is used once before the timer starts, so the 10,000-budget
+// figures are the steady state, not the first use of each key.
+func BenchmarkRedisAdmission(b *testing.B) {
+	srv := redistest.Start(b)
+	ctx := context.Background()
+	for _, n := range redisBudgetCounts {
+		for _, k := range redisKinds {
+			for _, parallel := range []bool{false, true} {
+				name := k.name + "/" + n.name + "/serial"
+				if parallel {
+					name = k.name + "/" + n.name + "/parallel"
+				}
+				b.Run(name, func(b *testing.B) {
+					c := benchClient(b, srv)
+					if err := c.FlushAll(ctx).Err(); err != nil {
+						b.Fatal(err)
+					}
+					admit := k.newAdmit(b, c)
+					for _, key := range n.keys {
+						if ok, err := admit(ctx, key); !ok || err != nil {
+							b.Fatalf("warm-up on %s: admitted at once = %v, %v", key, ok, err)
+						}
+					}
+					var next atomic.Uint64
+					b.ReportAllocs()
+					b.ResetTimer()
+					if !parallel {
+						for i := 0; b.Loop(); i++ {
+							if ok, err := admit(ctx, n.keys[i%len(n.keys)]); !ok || err != nil {
+								b.Fatalf("admitted at once = %v, %v", ok, err)
+							}
+						}
+						return
+					}
+					b.RunParallel(func(pb *testing.PB) {
+						for pb.Next() {
+							key := n.keys[next.Add(1)%uint64(len(n.keys))]
+							if ok, err := admit(ctx, key); !ok || err != nil {
+								b.Errorf("admitted at once = %v, %v", ok, err)
+								return
+							}
+						}
+					})
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkRedisAdmissionPaired runs the four kinds of
+// BenchmarkRedisAdmission serially, taking turns in blocks of 256 calls,
+// each block timed (benchref.Paired), so that every kind sees the same
+// background load. It reports each kind's ns per call and the ratios of
+// the store's two strategies to evalsha and to redis_rate.
+func BenchmarkRedisAdmissionPaired(b *testing.B) {
+	srv := redistest.Start(b)
+	ctx := context.Background()
+	for _, n := range redisBudgetCounts {
+		b.Run(n.name, func(b *testing.B) {
+			c := benchClient(b, srv)
+			if err := c.FlushAll(ctx).Err(); err != nil {
+				b.Fatal(err)
+			}
+			names := make([]string, len(redisKinds))
+			kinds := make([]func() bool, len(redisKinds))
+			for i, k := range redisKinds {
+				admit := k.newAdmit(b, c)
+				for _, key := range n.keys {
+					if ok, err := admit(ctx, key); !ok || err != nil {
+						b.Fatalf("%s warm-up on %s: admitted at once = %v, %v", k.name, key, ok, err)
+					}
+				}
+				next := 0
+				names[i] = k.name
+				kinds[i] = func() bool {
+					next++
+					ok, err := admit(ctx, n.keys[next%len(n.keys)])
+					return ok && err == nil
+				}
+			}
+			benchref.Paired(b, names, kinds, 2)
+		})
+	}
+}
+
+// BenchmarkRedisMemory reports the Redis memory one budget takes at the
+// default limit of 400 per minute once it is full: 250 budgets get 400
+// sends each, and the growth of INFO memory's used_memory is divided by 250
+// (B/budget; keys/budget likewise from DBSIZE). A linear budget is given a
+// burst of 400, so that all 400 sends are admitted at once too. The store
+// talks to Redis over a single connection, busy from the baseline to the
+// end, so that the growth is the budgets' alone: the buffers of a
+// connection count in used_memory, and Redis shrinks those of idle ones.
+// ns/op is the time to fill the budgets, a by-product.
+func BenchmarkRedisMemory(b *testing.B) {
+	const budgets, sends = 250, 400
+	cases := []struct {
+		name   string
+		policy store.Policy
+	}{
+		{"window-400-per-minute", benchref.DefaultPolicy},
+		{"linear-400-per-minute", store.Policy{Strategy: store.StrategyLinear, Limit: 400, Timespan: time.Minute, Burst: 400}},
+	}
+	srv := redistest.Start(b)
+	ctx := context.Background()
+	keys := benchref.BudgetKeys(budgets)
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			client := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 1})
+			defer client.Close()
+			b.ReportAllocs()
+			var perBudget, keysPerBudget float64
+			for b.Loop() {
+				if err := client.FlushAll(ctx).Err(); err != nil {
+					b.Fatal(err)
+				}
+				s := redisstore.New(client, redisstore.Options{Failure: store.FailureClosed})
+				// Loads the scripts before the baseline; the baseline
+				// holds this one budget, which is not counted.
+				if _, err := s.Reserve(ctx, "baseline", c.policy, store.Request{}); err != nil {
+					b.Fatal(err)
+				}
+				base, baseKeys := redisUsedMemory(b, client), client.DBSize(ctx).Val()
+				for _, key := range keys {
+					for range sends {
+						res, err := s.Reserve(ctx, key, c.policy, store.Request{})
+						if err != nil || !res.OK || res.Wait != 0 {
+							b.Fatalf("Reserve(%s) = %+v, %v; want admitted at once", key, res, err)
+						}
+					}
+				}
+				full, n := redisUsedMemory(b, client), client.DBSize(ctx).Val()
+				perBudget = float64(full-base) / budgets
+				keysPerBudget = float64(n-baseKeys) / budgets
+				if err := s.Close(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(perBudget, "B/budget")
+			b.ReportMetric(keysPerBudget, "keys/budget")
+		})
+	}
+}
+
+// redisUsedMemory returns INFO memory's used_memory.
+func redisUsedMemory(tb testing.TB, c *redis.Client) int64 {
+	tb.Helper()
+	info, err := c.Info(context.Background(), "memory").Result()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			return n
+		}
+	}
+	tb.Fatal("INFO memory has no used_memory")
+	return 0
+}
+
+// benchClient is the client every contender shares, with the timeouts the
+// store's own clients have (redisstore.NewFromURL): every call bounded by
+// 500ms, so that the store needs no per-call context.
+func benchClient(b *testing.B, srv *redistest.Server) *redis.Client {
+	const timeout = 500 * time.Millisecond
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1,
+		DialTimeout: timeout, PoolTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout})
+	b.Cleanup(func() { _ = c.Close() })
+	return c
+}

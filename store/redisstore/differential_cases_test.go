@@ -1,0 +1,158 @@
+package redisstore_test
+
+import (
+	"time"
+
+	"github.com/k8sratelimit/k8sratelimit/store"
+)
+
+// diffRegressions are reduced sequences on which the stores once
+// disagreed.
+var diffRegressions = map[string]diffCase{
+	// The Redis store counted the requests held in-process twice when it
+	// estimated the slot of a linear request queued behind them.
+	"LinearQueueBehindHeldRequests": {policy: linearPolicy(1, 1, 2), queue: true, ops: []diffOp{
+		setCooldownOp(diffStep),
+		reserveOp(store.NoMaxWait, diffStep),
+		reserveOp(store.NoMaxWait, 0),
+	}},
+	// The Redis store let a linear reservation released after its slot
+	// be confirmed, and sent.
+	"LinearConfirmAfterRelease": {policy: linearPolicy(4, 1, 0), ops: []diffOp{
+		reserveOp(halfSteps(0), 2*diffStep),
+		reserveOp(halfSteps(3), diffStep),
+		advanceOp(2 * diffStep),
+		setCooldownOp(6 * diffStep),
+		releaseOp(0, false),
+		confirmOp(0, true),
+	}},
+	// The Redis store reserved a held request afresh when its slot came
+	// within a timespan. With a jitter of a timespan or more its base slot
+	// had come by then: it was admitted at once, without its jitter,
+	// earlier than the memory store's slot.
+	"HeldRequestWithJitterOfATimespan": {policy: windowPolicy(4, 2), queue: true, free: true, ops: []diffOp{
+		reserveOp(halfSteps(0), 0),
+		reserveOp(halfSteps(1), diffStep),
+		reserveOp(halfSteps(0), 0),
+		reserveOp(halfSteps(2), 0),
+		reserveOp(store.NoMaxWait, 2*diffStep),
+		advanceOp(3 * diffStep),
+		setCooldownOp(4 * diffStep),
+		wakeOp(2*diffStep, 0, false),
+	}},
+	// A held request reserved afresh after a cooldown got its jitter
+	// again after the cooldown's end, later than the memory store's slot,
+	// which the cooldown did not move.
+	"HeldRequestAfterCooldown": {policy: windowPolicy(1, 4), queue: true, free: true, ops: []diffOp{
+		reserveOp(store.NoMaxWait, 0),
+		reserveOp(halfSteps(11), 2*diffStep),
+		reserveOp(store.NoMaxWait, 2*diffStep),
+		reserveOp(store.NoMaxWait, 0),
+		setCooldownOp(6 * diffStep),
+		wakeOp(0, 0, false),
+	}},
+	// The Redis store took the L-th latest held request by arrival, where
+	// jitter had put an earlier arrival later: a newcomer queued behind
+	// them waited longer than the memory store's slot.
+	"HeldSlotsOutOfOrder": {policy: windowPolicy(2, 1), queue: true, ops: []diffOp{
+		reserveOp(store.NoMaxWait, 0),
+		reserveOp(store.NoMaxWait, 0),
+		reserveOp(store.NoMaxWait, 2*diffStep),
+		reserveOp(store.NoMaxWait, 0),
+		reserveOp(store.NoMaxWait, diffStep),
+	}},
+	// A request admitted at once while others were held raised the
+	// window's floor past a held request's slot before jitter; the Redis
+	// store then took that slot as no longer its own and reserved it
+	// afresh, earlier than the memory store.
+	"HeldRequestAfterASendAtOnce": {policy: windowPolicy(4, 1), queue: true, ops: []diffOp{
+		reserveOp(store.NoMaxWait, 0),
+		reserveOp(store.NoMaxWait, 0),
+		reserveOp(store.NoMaxWait, 0),
+		reserveOp(halfSteps(0), 0),
+		reserveOp(store.NoMaxWait, 0),
+		reserveOp(store.NoMaxWait, 2*diffStep),
+		reserveOp(halfSteps(1), 0),
+		advanceOp(diffStep),
+		reserveOp(0, 0),
+		reserveOp(store.NoMaxWait, 0),
+		reserveOp(halfSteps(2), 0),
+		reserveOp(store.NoMaxWait, diffStep),
+		confirmOp(524, false),
+		reserveOp(store.NoMaxWait, 0),
+	}},
+	// A late confirmation moves the reservations it crowds; the Redis
+	// store did not move the estimates of the requests it held, and
+	// answered newcomers from them.
+	"LateConfirmationBeforeHeldRequests": {policy: windowPolicy(1, 2), queue: true, free: true, ops: []diffOp{
+		reserveOp(store.NoMaxWait, 0),
+		reserveOp(store.NoMaxWait, 0),
+		reserveOp(store.NoMaxWait, 0),
+		reserveOp(store.NoMaxWait, 0),
+		reserveOp(store.NoMaxWait, 0),
+		wakeOp(diffStep, 0, false),
+		reserveOp(halfSteps(2), 0),
+	}},
+	// A request the Redis store held in-process (its slot more than a
+	// timespan ahead) left nothing when released: a newcomer got the
+	// earliest slot that fits, where the memory store gives it the
+	// released slot, later.
+	"ReleaseOfHeldRequest": {policy: windowPolicy(1, 1), queue: true, free: true, ops: []diffOp{
+		reserveOp(store.NoMaxWait, diffStep),
+		reserveOp(halfSteps(2), diffStep),
+		releaseOp(0, false),
+		reserveOp(store.NoMaxWait, 0),
+	}},
+}
+
+// diffKnown are reduced sequences on which the stores still disagree. Each
+// must still disagree: once it no longer does, it belongs in
+// diffRegressions.
+var diffKnown = map[string]diffCase{
+	// A confirmation a timespan or more after its slot: the Redis store
+	// has dropped the reservation (linear: renew, which keeps the budget's
+	// keys bounded against reservations whose waiters never come back) and
+	// reserves a slot again, where the memory store sends at once. Redis
+	// then cannot tell a reservation dropped for its age, which may be sent
+	// at once, from one freed because this process's presence lapsed
+	// (SPEC §7a) or lost with a restart, whose send would go uncounted;
+	// telling them apart needs a bounded trace of the dropped ones, not
+	// built yet. The random sequences confirm less than a timespan late.
+	"ConfirmationATimespanLate": {policy: linearPolicy(2, 2, 1), free: true, ops: []diffOp{
+		reserveOp(halfSteps(3), 0),
+		reserveOp(halfSteps(3), 0),
+		advanceOp(3 * diffStep),
+		reserveOp(halfSteps(1), 0),
+		wakeOp(2*diffStep, 1, false),
+		reserveOp(halfSteps(1), 2*diffStep),
+		confirmOp(0, false),
+	}},
+	// Entries of a window at the same instant are ordered by member name
+	// in Redis, not by arrival: a late confirmation moves a released slot
+	// reserved before it at the same instant, as if it came after it, where
+	// the memory store leaves it. Ordering them by arrival needs member
+	// names that sort by arrival ahead of the marks of sends and released
+	// slots, which every script reads; not done yet. The random sequences
+	// do not avoid it: beyond the default ones, seed 2400 meets it.
+	"ReleasedSlotAtTheSameInstant": {policy: windowPolicy(3, 3), free: true, ops: []diffOp{
+		setCooldownOp(5 * diffStep),
+		advanceOp(3 * diffStep),
+		reserveOp(halfSteps(2), 0),
+		reserveOp(halfSteps(2), 0),
+		releaseOp(0, false),
+		wakeOp(2*diffStep, 0, false),
+		reserveOp(0, 0),
+		reserveOp(halfSteps(0), 0),
+	}},
+}
+
+// windowPolicy returns a window budget of limit per span steps.
+func windowPolicy(limit, span int) store.Policy {
+	return store.Policy{Strategy: store.StrategyWindow, Limit: limit, Timespan: time.Duration(span) * diffStep}
+}
+
+// linearPolicy returns a linear budget of limit per interval × limit
+// steps.
+func linearPolicy(limit, interval, burst int) store.Policy {
+	return store.Policy{Strategy: store.StrategyLinear, Limit: limit, Timespan: time.Duration(limit*interval) * diffStep, Burst: burst}
+}

@@ -1,0 +1,60 @@
+package redisstore
+
+import (
+	"context"
+	"time"
+
+	"github.com/k8sratelimit/k8sratelimit/store"
+)
+
+// UpkeepNow runs the upkeep (lua/upkeep.lua) of every budget s has used,
+// as its background does every presence interval for those with waiters.
+func UpkeepNow(s *Store) error {
+	var budgets []*redisBudget
+	var policies []store.Policy
+	s.budgets.Range(func(_, v any) bool {
+		b := v.(*redisBudget)
+		b.mu.Lock()
+		budgets, policies = append(budgets, b), append(policies, b.policy)
+		b.mu.Unlock()
+		return true
+	})
+	return s.upkeepPipelined(budgets, policies)
+}
+
+// ForgetIdle forgets the budgets s no longer uses, as its background does.
+func ForgetIdle(s *Store) { s.forgetIdle() }
+
+// BudgetsKept returns how many budgets s keeps state for.
+func BudgetsKept(s *Store) int {
+	n := 0
+	s.budgets.Range(func(any, any) bool { n++; return true })
+	return n
+}
+
+// PromoteDue records in Redis the held requests of every budget s has used
+// whose slots have come within a timespan, as its promotion timer does
+// when real time reaches them.
+func PromoteDue(s *Store) error {
+	var err error
+	s.budgets.Range(func(_, v any) bool {
+		b := v.(*redisBudget)
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		err = s.promoteDueLocked(context.Background(), b)
+		return err == nil
+	})
+	return err
+}
+
+// Advance moves s's view of the Redis server's clock forward by d, for
+// tests that cannot wait for real time to pass: every script adds the
+// offset to the server's time.
+func Advance(s *Store, d time.Duration) { s.offset.Add(int64(d / time.Microsecond)) }
+
+// Now returns s's time as a duration since it was made, on the local clock
+// moved by Advance, for tests that turn waits into instants.
+func Now(s *Store) time.Duration { return time.Duration(s.localMicros()) * time.Microsecond }
+
+// Process returns s's name for this process in the budgets it shares.
+func Process(s *Store) string { return s.proc }

@@ -1,0 +1,203 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/k8sratelimit/k8sratelimit/store"
+)
+
+// probeEvery is how often a store in an outage checks whether Redis
+// answers again.
+const probeEvery = time.Second
+
+// trip starts an outage after a failed call, once: the failure policy
+// applies until a background probe finds Redis answering again.
+func (s *Store) trip(err error) {
+	s.lastErr.Store(&err)
+	s.event(store.Event{Type: store.EventError, Err: err})
+	if !s.down.CompareAndSwap(false, true) {
+		return
+	}
+	s.outages.Add(1)
+	s.downSince.Store(s.localMicros())
+	s.log.Error(err, "Redis store unavailable; deciding by the failure policy until it answers", "policy", s.opts.Failure)
+	s.event(store.Event{Type: store.EventDown, Policy: s.opts.Failure, Err: err})
+	select {
+	case <-s.done:
+		return
+	default:
+	}
+	s.wg.Add(1)
+	go s.probe()
+}
+
+// probe pings Redis about once a second until it answers, then ends the
+// outage.
+func (s *Store) probe() {
+	defer s.wg.Done()
+	t := time.NewTicker(probeEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(s.background(), s.opts.Timeout)
+		err := s.client.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			err = s.endOutage()
+		}
+		if err != nil {
+			s.lastErr.Store(&err)
+			continue
+		}
+		s.log.Info("Redis store available again; budgets are shared again")
+		s.event(store.Event{Type: store.EventUp})
+		return
+	}
+}
+
+// endOutage records in Redis what this process sent during the outage and
+// then lets the shared budgets decide again. The local decisions wait
+// meanwhile (see decideLocally), so that no send slips between what Redis
+// learns and the switch: this is the one lock of the store held across a
+// network call, for at most the store's timeout, once per outage.
+func (s *Store) endOutage() error {
+	s.failover.Lock()
+	defer s.failover.Unlock()
+	if err := s.learnOutageSends(s.downSince.Load()); err != nil {
+		return err
+	}
+	s.down.Store(false)
+	return nil
+}
+
+// decideLocally runs decide, a decision of the failure policy, and
+// reports true, unless the outage has ended meanwhile: then the shared
+// budget must decide, and it reports false. The sends that decide records
+// are thus either learned by Redis on the way back or decided by it.
+func (s *Store) decideLocally(decide func()) bool {
+	s.failover.RLock()
+	defer s.failover.RUnlock()
+	if !s.down.Load() {
+		return false
+	}
+	decide()
+	return true
+}
+
+func (s *Store) event(e store.Event) {
+	if s.opts.OnEvent != nil {
+		s.opts.OnEvent(e)
+	}
+}
+
+// storeError returns the error of a request refused by FailureClosed.
+func (s *Store) storeError() error {
+	err := fmt.Errorf("unknown error")
+	if p := s.lastErr.Load(); p != nil {
+		err = *p
+	}
+	return fmt.Errorf("store: redis unavailable (store failure policy %q): %w", store.FailureClosed, err)
+}
+
+// failed handles a failed call: the caller's own cancellation is passed
+// on, anything else starts an outage and the call is decided by the
+// failure policy through fallback.
+func failed[T any](s *Store, ctx context.Context, err error, fallback func() (T, error)) (T, error) {
+	if cerr := ctx.Err(); cerr != nil {
+		var zero T
+		return zero, cerr
+	}
+	s.trip(err)
+	return fallback()
+}
+
+// fallbackReserve decides a request by the failure policy.
+func (s *Store) fallbackReserve(ctx context.Context, key string, p store.Policy, r store.Request) (store.Reservation, error) {
+	s.event(store.Event{Type: store.EventFallback, Policy: s.opts.Failure})
+	switch s.opts.Failure {
+	case store.FailureOpen:
+		return store.Reservation{OK: true}, nil
+	case store.FailureClosed:
+		return store.Reservation{}, s.storeError()
+	}
+	b := s.budget(key)
+	var res store.Reservation
+	var err error
+	local := s.decideLocally(func() {
+		share := s.share(key, p)
+		s.seedFallback(key, b, share)
+		res, err = s.fallback.Reserve(ctx, key, share, r)
+		switch {
+		case err != nil || !res.OK:
+		case res.ID != 0:
+			res.ID |= fallbackID
+		default:
+			s.sent(b, p)
+		}
+	})
+	if !local {
+		return s.Reserve(ctx, key, p, r) // Redis answers again
+	}
+	return res, err
+}
+
+// share returns this process's share of policy p on the budget key: the
+// limit divided by the processes last seen sharing it.
+func (s *Store) share(key string, p store.Policy) store.Policy {
+	n := 1
+	if b, ok := s.existing(key); ok {
+		n = int(max(b.procs.Load(), 1))
+	}
+	p.Limit = max(p.Limit/n, 1)
+	if p.Burst > p.Limit {
+		p.Burst = p.Limit
+	}
+	return p
+}
+
+// confirmDuringOutage answers the Confirm of a reservation recorded in
+// Redis while Redis cannot be asked: its wait is over (a waiter confirms
+// at its slot), so it is sent, unless the policy is FailureClosed. A request
+// still held in-process keeps waiting for its estimated slot.
+func (s *Store) confirmDuringOutage(b *redisBudget, id uint64) (time.Duration, error) {
+	b.mu.Lock()
+	if h, ok := b.heldByID[id]; ok {
+		if left := s.until(h.slot); left > 0 {
+			b.mu.Unlock()
+			return left, nil
+		}
+		s.unholdLocked(b, id)
+	}
+	delete(b.outstanding, id)
+	p := b.policy
+	b.mu.Unlock()
+	if s.opts.Failure == store.FailureClosed {
+		return 0, s.storeError()
+	}
+	if s.opts.Failure != store.FailureLocal {
+		s.sent(b, p)
+		return 0, nil
+	}
+	// Sent now: the local budget counts it.
+	local := s.decideLocally(func() {
+		share := s.share(b.key, p)
+		s.seedFallback(b.key, b, share)
+		seedSends(s.fallback, b.key, share, s.localMicros(), []int64{s.localMicros()})
+		s.sent(b, p)
+	})
+	if !local {
+		// Redis answers again: it decides. The reservation left
+		// outstanding is confirmed there.
+		b.mu.Lock()
+		b.outstanding[id] = struct{}{}
+		b.mu.Unlock()
+		return s.confirm(context.Background(), b, id)
+	}
+	return 0, nil
+}

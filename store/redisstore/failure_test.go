@@ -1,0 +1,348 @@
+package redisstore_test
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/funcr"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/k8sratelimit/k8sratelimit/internal/redistest"
+	"github.com/k8sratelimit/k8sratelimit/store"
+	"github.com/k8sratelimit/k8sratelimit/store/redisstore"
+)
+
+// outageTimeout is the store timeout of the outage tests; a call may take
+// it plus outageMargin at most.
+const (
+	outageTimeout = 200 * time.Millisecond
+	outageMargin  = 300 * time.Millisecond
+)
+
+// events records a store's events.
+type events struct {
+	mu  sync.Mutex
+	all []store.EventType
+}
+
+func (e *events) add(ev store.Event) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.all = append(e.all, ev.Type)
+}
+
+func (e *events) count(t store.EventType) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := 0
+	for _, x := range e.all {
+		if x == t {
+			n++
+		}
+	}
+	return n
+}
+
+func newURLStore(t *testing.T, srv *redistest.Server, policy store.FailurePolicy, ev *events) *redisstore.Store {
+	t.Helper()
+	opts := redisstore.Options{Timeout: outageTimeout, Failure: policy}
+	if ev != nil {
+		opts.OnEvent = ev.add
+	}
+	s, err := redisstore.NewFromURL(srv.URL(), opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// timedReserve reserves and asserts that the call did not hang.
+func timedReserve(t *testing.T, s store.Store, key string, p store.Policy, r store.Request) (store.Reservation, error) {
+	t.Helper()
+	start := time.Now()
+	res, err := s.Reserve(context.Background(), key, p, r)
+	assert.Less(t, time.Since(start), outageTimeout+outageMargin, "a call never hangs on a dead store")
+	return res, err
+}
+
+var (
+	outagePolicy = store.Policy{Strategy: store.StrategyWindow, Limit: 10, Timespan: time.Minute}
+	anyWait      = store.Request{MaxWait: store.NoMaxWait}
+)
+
+func TestRedisOutageLocalSharesTheLimitThenRecovers(t *testing.T) {
+	srv := redistest.Start(t)
+	var ev events
+	a := newURLStore(t, srv, store.FailureLocal, &ev)
+	b := newURLStore(t, srv, store.FailureLocal, nil)
+	for _, s := range []*redisstore.Store{a, b} {
+		res, err := s.Reserve(context.Background(), "k", outagePolicy, anyWait)
+		require.NoError(t, err)
+		require.Zero(t, res.Wait)
+	}
+	// a counts the processes sharing the budget at its next upkeep.
+	require.NoError(t, redisstore.UpkeepNow(a))
+
+	srv.Kill()
+	for i := range 4 {
+		res, err := timedReserve(t, a, "k", outagePolicy, anyWait)
+		require.NoError(t, err)
+		assert.Zero(t, res.Wait, "request %d fits this process's share, 10 / 2 processes, less the one it sent through Redis", i)
+	}
+	res, err := timedReserve(t, a, "k", outagePolicy, store.Request{MaxWait: 0})
+	require.NoError(t, err)
+	assert.False(t, res.OK, "the fifth request in the outage exceeds the share")
+	assert.True(t, a.Down())
+	assert.Equal(t, 1, ev.count(store.EventDown), "the outage starts once")
+	assert.Equal(t, 5, ev.count(store.EventFallback))
+
+	srv.Restart()
+	require.Eventually(t, func() bool { return !a.Down() }, 5*time.Second, 10*time.Millisecond, "the store is probed about once a second")
+	assert.Equal(t, 1, ev.count(store.EventUp))
+	res, err = a.Reserve(context.Background(), "k", outagePolicy, anyWait)
+	require.NoError(t, err)
+	assert.Zero(t, res.Wait, "the shared budget is used again (the restarted Redis lost it, and learned the 5 this process sent)")
+	assert.Equal(t, 5, ev.count(store.EventFallback), "no request falls back once Redis answers")
+}
+
+func TestRedisOutageOpenAdmits(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newURLStore(t, srv, store.FailureOpen, nil)
+	srv.Kill()
+	for i := range 20 {
+		res, err := timedReserve(t, s, "k", outagePolicy, store.Request{MaxWait: 0})
+		require.NoError(t, err)
+		assert.True(t, res.OK, "request %d", i)
+	}
+}
+
+func TestRedisOutageClosedFails(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newURLStore(t, srv, store.FailureClosed, nil)
+	srv.Kill()
+	for range 3 {
+		_, err := timedReserve(t, s, "k", outagePolicy, anyWait)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "redis unavailable")
+		assert.Contains(t, err.Error(), `"closed"`)
+	}
+}
+
+func TestRedisSlowServerTimesOut(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newURLStore(t, srv, store.FailureLocal, nil)
+	_, err := s.Reserve(context.Background(), "k", outagePolicy, anyWait)
+	require.NoError(t, err)
+
+	srv.Pause()
+	t.Cleanup(srv.Resume)
+	for range 3 {
+		res, err := timedReserve(t, s, "k", outagePolicy, anyWait)
+		require.NoError(t, err)
+		assert.True(t, res.OK, "the local fallback decides")
+	}
+	srv.Resume()
+	require.Eventually(t, func() bool { return !s.Down() }, 5*time.Second, 10*time.Millisecond)
+}
+
+func TestRedisWaiterSurvivesOutage(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newURLStore(t, srv, store.FailureLocal, nil)
+	p := store.Policy{Strategy: store.StrategyWindow, Limit: 1, Timespan: 10 * time.Second}
+	_, err := s.Reserve(context.Background(), "k", p, anyWait)
+	require.NoError(t, err)
+	res, err := s.Reserve(context.Background(), "k", p, anyWait)
+	require.NoError(t, err)
+	require.NotZero(t, res.ID)
+
+	srv.Kill()
+	redisstore.Advance(s, 10*time.Second)
+	left, err := s.Confirm(context.Background(), "k", res.ID)
+	require.NoError(t, err, "a waiter whose slot has come is sent although Redis is down")
+	assert.Zero(t, left)
+}
+
+func TestRedisPresenceExpiryFreesADeadProcessesSlots(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	p := store.Policy{Strategy: store.StrategyLinear, Limit: 10, Timespan: 10 * time.Second} // one per second
+	// This process's presence lasts 150ms after its last refresh.
+	dead := redisstore.New(srv.Client(), redisstore.Options{Presence: 100 * time.Millisecond})
+	for i := range 5 {
+		res, err := dead.Reserve(ctx, "k", p, anyWait)
+		require.NoError(t, err)
+		assert.InDelta(t, float64(time.Duration(i)*time.Second), float64(res.Wait), float64(redisTolerance), "request %d", i)
+	}
+
+	alive := redisstore.New(srv.Client(), redisstore.Options{})
+	t.Cleanup(func() { _ = alive.Close() })
+	moved := make(chan struct{}, 1)
+	alive.Notify("k", func() {
+		select {
+		case moved <- struct{}{}:
+		default:
+		}
+	})
+	waiter, err := alive.Reserve(ctx, "k", p, anyWait)
+	require.NoError(t, err)
+	assert.InDelta(t, float64(5*time.Second), float64(waiter.Wait), float64(redisTolerance),
+		"the other process's reservations count while it is present")
+
+	// The other process stops refreshing its presence (here: this one's
+	// view of the time moves past its expiry, to 1.5s); this one's next
+	// upkeep finds it gone.
+	redisstore.Advance(alive, 1500*time.Millisecond)
+	require.NoError(t, redisstore.UpkeepNow(alive))
+	res, err := alive.Reserve(ctx, "k", p, anyWait)
+	require.NoError(t, err)
+	assert.InDelta(t, float64(1500*time.Millisecond), float64(res.Wait), float64(redisTolerance),
+		"a newcomer takes a freed slot (at 3s)")
+	left, err := alive.Confirm(ctx, "k", waiter.ID)
+	require.NoError(t, err)
+	assert.InDelta(t, float64(500*time.Millisecond), float64(left), float64(redisTolerance),
+		"the waiter moved into the earliest freed slot, at 2s")
+	select {
+	case <-moved:
+	case <-time.After(5 * time.Second):
+		t.Error("the waiters were not told that their slots moved")
+	}
+}
+
+func TestRedisHoldsFarReservationsInProcess(t *testing.T) {
+	srv := redistest.Start(t)
+	client := srv.Client()
+	ctx := context.Background()
+	s := redisstore.New(client, redisstore.Options{})
+	t.Cleanup(func() { _ = s.Close() })
+	p := store.Policy{Strategy: store.StrategyWindow, Limit: 2, Timespan: 10 * time.Second}
+	var ids []uint64
+	for range 6 {
+		res, err := s.Reserve(ctx, "k", p, anyWait)
+		require.NoError(t, err)
+		ids = append(ids, res.ID)
+	}
+	entries := func() int64 {
+		n, err := client.ZCount(ctx, "{k}:w", "(0", "+inf").Result() // not the placeholder at 0
+		require.NoError(t, err)
+		return n
+	}
+	assert.EqualValues(t, 4, entries(), "slots more than one timespan ahead wait in-process, not in Redis")
+
+	redisstore.Advance(s, 10*time.Second)
+	left, err := s.Confirm(ctx, "k", ids[2])
+	require.NoError(t, err)
+	assert.Zero(t, left)
+	left, err = s.Confirm(ctx, "k", ids[4])
+	require.NoError(t, err)
+	assert.InDelta(t, float64(10*time.Second), float64(left), float64(redisTolerance), "the held request keeps its estimated slot")
+	_, err = client.ZScore(ctx, "{k}:w", redisstore.Process(s)+":"+strconv.FormatUint(ids[4], 36)).Result()
+	assert.NoError(t, err, "once within a timespan, a held request is recorded in Redis")
+}
+
+func TestRedisCloseReleasesThisProcessesSlots(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	p := store.Policy{Strategy: store.StrategyWindow, Limit: 1, Timespan: 10 * time.Second}
+	a := redisstore.New(srv.Client(), redisstore.Options{})
+	for range 2 {
+		_, err := a.Reserve(ctx, "k", p, anyWait)
+		require.NoError(t, err)
+	}
+	b := redisstore.New(srv.Client(), redisstore.Options{})
+	t.Cleanup(func() { _ = b.Close() })
+	res, err := b.Reserve(ctx, "k", p, store.Request{MaxWait: 15 * time.Second})
+	require.NoError(t, err)
+	assert.False(t, res.OK, "the slot at 10s belongs to the other process")
+
+	require.NoError(t, a.Close())
+	require.NoError(t, a.Close(), "Close is idempotent")
+	res, err = b.Reserve(ctx, "k", p, anyWait)
+	require.NoError(t, err)
+	assert.InDelta(t, float64(10*time.Second), float64(res.Wait), float64(redisTolerance), "the closed process's slot is free")
+}
+
+func TestRedisWarnsWhenBudgetsCanBeEvicted(t *testing.T) {
+	srv := redistest.Start(t, "--maxmemory-policy", "allkeys-lru")
+	var mu sync.Mutex
+	var logs []string
+	logger := funcr.New(func(prefix, args string) {
+		mu.Lock()
+		defer mu.Unlock()
+		logs = append(logs, args)
+	}, funcr.Options{})
+	s := redisstore.New(srv.Client(), redisstore.Options{Logger: logger})
+	t.Cleanup(func() { _ = s.Close() })
+	assert.EventuallyWithT(t, func(c *assert.CollectT) {
+		mu.Lock()
+		defer mu.Unlock()
+		assert.Len(c, logs, 1)
+		if len(logs) == 1 {
+			assert.Contains(c, logs[0], "noeviction")
+			assert.Contains(c, logs[0], "allkeys-lru")
+		}
+	}, 5*time.Second, 10*time.Millisecond, "one warning at start")
+}
+
+func TestRedisForgetsBudgetsNoLongerUsed(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	s := redisstore.New(srv.Client(), redisstore.Options{})
+	t.Cleanup(func() { _ = s.Close() })
+	p := store.Policy{Strategy: store.StrategyWindow, Limit: 1, Timespan: time.Second}
+	_, err := s.Reserve(ctx, "idle", p, anyWait)
+	require.NoError(t, err)
+	for range 2 { // the second waits: it is outstanding
+		_, err = s.Reserve(ctx, "busy", p, anyWait)
+		require.NoError(t, err)
+	}
+	require.Equal(t, 2, redisstore.BudgetsKept(s))
+
+	redisstore.Advance(s, 2*time.Minute)
+	redisstore.ForgetIdle(s)
+	assert.Equal(t, 1, redisstore.BudgetsKept(s), "the budget with nothing outstanding is forgotten; the one with a waiter is kept")
+}
+
+// TestRedisOutageKeepsOneProcessExact: a process's own sends carry over
+// into the local budget that takes over in an outage, and back into the
+// shared budget when Redis answers again, so that no window of one
+// timespan sees more than the limit leave, across both changeovers.
+func TestRedisOutageKeepsOneProcessExact(t *testing.T) {
+	srv := redistest.Start(t)
+	var ev events
+	s := newURLStore(t, srv, store.FailureLocal, &ev)
+	const key = "k8s:exact:api.example.com"
+	p := store.Policy{Strategy: store.StrategyWindow, Limit: 50, Timespan: time.Second}
+	now := store.Request{MaxWait: 0}
+
+	sendAll := func(what string) {
+		t.Helper()
+		for i := range p.Limit {
+			res, err := timedReserve(t, s, key, p, now)
+			require.NoError(t, err)
+			require.True(t, res.OK, "%s: request %d of %d admitted at once", what, i+1, p.Limit)
+		}
+		res, err := timedReserve(t, s, key, p, now)
+		require.NoError(t, err)
+		require.False(t, res.OK, "%s: the %d-th within the timespan is refused", what, p.Limit+1)
+	}
+
+	sendAll("through Redis")
+	srv.Kill()
+	res, err := timedReserve(t, s, key, p, now)
+	require.NoError(t, err)
+	assert.False(t, res.OK, "in the outage, the local budget counts the 50 sent through Redis just before")
+	require.Equal(t, 1, ev.count(store.EventDown))
+
+	time.Sleep(p.Timespan) // the 50 leave the window (an integration test on a real clock)
+	sendAll("in the outage")
+
+	srv.Restart()
+	require.Eventually(t, func() bool { return ev.count(store.EventUp) == 1 }, 10*time.Second, 10*time.Millisecond)
+	res, err = timedReserve(t, s, key, p, now)
+	require.NoError(t, err)
+	assert.False(t, res.OK, "back on Redis, the shared budget counts the 50 sent in the outage")
+	assert.Positive(t, res.Wait)
+}

@@ -1,0 +1,107 @@
+package redisstore_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/funcr"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/k8sratelimit/k8sratelimit/internal/redistest"
+	"github.com/k8sratelimit/k8sratelimit/store"
+	"github.com/k8sratelimit/k8sratelimit/store/redisstore"
+)
+
+// outageChild names the mode of TestRedisOutageInAChild when this test
+// binary runs as a child process: "route" installs LogRouter, "none"
+// leaves go-redis's default logger.
+const outageChild = "STORE_TEST_OUTAGE_CHILD"
+
+// A Redis outage a test causes (it kills the redis-server it started) is
+// logged through the store's Logger only: the outage's start and end once
+// each, and go-redis's lines about the store's calls at V(1). Nothing
+// reaches standard error. Without the router, go-redis writes its dial
+// failures there, which is what the test must catch.
+func TestRedisOutageLogsOnlyThroughTheLogger(t *testing.T) {
+	tests := []struct {
+		mode, verbosity string
+		wantStderr      bool
+		wantDials       bool // go-redis's dial failures in the store's log
+	}{
+		{mode: "route", verbosity: "0"},
+		{mode: "route", verbosity: "1", wantDials: true},
+		{mode: "none", verbosity: "1", wantStderr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.mode+" v"+tt.verbosity, func(t *testing.T) {
+			t.Parallel()
+			cmd := exec.Command(os.Args[0], "-test.run=^TestRedisOutageInAChild$", "-test.count=1")
+			cmd.Env = append(os.Environ(), outageChild+"="+tt.mode, outageChild+"_V="+tt.verbosity)
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			require.NoError(t, cmd.Run(), "stdout:\n%s\nstderr:\n%s", &stdout, &stderr)
+
+			log := stdout.String()
+			assert.Contains(t, log, "Redis store unavailable")
+			assert.Contains(t, log, "Redis store available again")
+			if tt.wantDials {
+				assert.Regexp(t, `redis-store/go-redis.*connection pool: failed to dial`, log)
+			} else {
+				assert.NotContains(t, log, "failed to dial")
+			}
+			if tt.wantStderr {
+				assert.Contains(t, stderr.String(), "connection pool: failed to dial", "the defect the router removes")
+			} else {
+				assert.Empty(t, stderr.String(), "nothing outside the logger")
+			}
+		})
+	}
+}
+
+// TestRedisOutageInAChild is the child of
+// TestRedisOutageLogsOnlyThroughTheLogger: a store, its Logger on standard
+// output, through a Redis outage of a second and a half.
+func TestRedisOutageInAChild(t *testing.T) {
+	mode := os.Getenv(outageChild)
+	if mode == "" {
+		t.Skip("run by TestRedisOutageLogsOnlyThroughTheLogger")
+	}
+	if mode == "route" {
+		redis.SetLogger(&redisstore.LogRouter{})
+	}
+	v, err := strconv.Atoi(os.Getenv(outageChild + "_V"))
+	require.NoError(t, err)
+	logger := funcr.New(func(prefix, args string) { fmt.Println(prefix, args) }, funcr.Options{Verbosity: v})
+
+	srv := redistest.Start(t)
+	s, err := redisstore.NewFromURL(srv.URL(), redisstore.Options{Logger: logger, Timeout: 100 * time.Millisecond})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	ctx := context.Background()
+	p := store.Policy{Strategy: store.StrategyWindow, Limit: 1000, Timespan: time.Second}
+	reserve := func() {
+		_, err := s.Reserve(ctx, "k8s:outage:api.example.com", p, store.Request{MaxWait: store.NoMaxWait})
+		require.NoError(t, err, "the failure policy decides during the outage")
+	}
+	reserve()
+	require.False(t, s.Down())
+
+	srv.Kill()
+	// Requests keep coming during the outage, as a controller's would.
+	for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); {
+		reserve()
+		time.Sleep(20 * time.Millisecond)
+	}
+	require.True(t, s.Down())
+	srv.Restart()
+	require.Eventually(t, func() bool { reserve(); return !s.Down() }, 5*time.Second, 20*time.Millisecond,
+		"the probe finds Redis again")
+}

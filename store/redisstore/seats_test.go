@@ -1,0 +1,155 @@
+package redisstore_test
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/k8sratelimit/k8sratelimit/internal/harness"
+	"github.com/k8sratelimit/k8sratelimit/internal/redistest"
+	"github.com/k8sratelimit/k8sratelimit/limiter"
+	"github.com/k8sratelimit/k8sratelimit/store"
+	"github.com/k8sratelimit/k8sratelimit/store/redisstore"
+)
+
+func TestRedisSeatSharesAddUpToTheLimit(t *testing.T) {
+	srv := redistest.Start(t)
+	const key = "k8s:seats:api.example.com"
+	var stores []*redisstore.Store
+	for range 3 {
+		s := newURLStore(t, srv, store.FailureLocal, nil)
+		_, err := s.Reserve(context.Background(), key, outagePolicy, anyWait)
+		require.NoError(t, err)
+		stores = append(stores, s)
+	}
+	for _, s := range stores {
+		require.NoError(t, redisstore.UpkeepNow(s))
+	}
+	for _, limit := range []int{1, 2, 3, 7, 100} {
+		sum := 0
+		for _, s := range stores {
+			share, n := s.SeatShare(key, limit)
+			assert.Equal(t, 3, n)
+			assert.GreaterOrEqual(t, share, 1)
+			assert.LessOrEqual(t, share, limit/3+1)
+			sum += share
+		}
+		assert.Equal(t, max(limit, 3), sum, "limit %d: the shares add up to the limit (each at least 1)", limit)
+	}
+	share, n := stores[0].SeatShare("k8s:seats:unknown", 5)
+	assert.Equal(t, []int{5, 1}, []int{share, n}, "a budget not counted yet is this process's alone")
+}
+
+func TestRedisCutsReachTheOtherProcesses(t *testing.T) {
+	srv := redistest.Start(t)
+	const key = "k8s:seats:api.example.com"
+	a := newURLStore(t, srv, store.FailureLocal, nil)
+	b := newURLStore(t, srv, store.FailureLocal, nil)
+	gotA := make(chan store.SeatCut, 1)
+	gotB := make(chan store.SeatCut, 1)
+	a.OnCut(key, func(c store.SeatCut) { gotA <- c })
+	b.OnCut(key, func(c store.SeatCut) { gotB <- c })
+
+	cut := store.SeatCut{Limit: 3, Ceiling: 3, ProbeAfter: 30 * time.Second}
+	require.Eventually(t, func() bool {
+		a.ShareCut(key, cut) // until b's subscription is in place
+		select {
+		case got := <-gotB:
+			assert.Equal(t, cut, got)
+			return true
+		case <-time.After(50 * time.Millisecond):
+			return false
+		}
+	}, 5*time.Second, time.Millisecond)
+	select {
+	case c := <-gotA:
+		t.Fatalf("a process is told of its own cut: %+v", c)
+	case <-time.After(100 * time.Millisecond):
+	}
+}
+
+func TestProcessesSharingABudgetHoldNoMoreSeatsThanTheLimit(t *testing.T) {
+	srv := redistest.Start(t)
+	const key = "k8s:seats:api.example.com"
+	policy := store.Policy{Strategy: store.StrategyWindow, Limit: 10000, Timespan: time.Second}
+
+	var inFlight, most atomic.Int32
+	server := harness.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+		n := inFlight.Add(1)
+		for old := most.Load(); n > old && !most.CompareAndSwap(old, n); old = most.Load() {
+		}
+		time.Sleep(2 * time.Millisecond)
+		inFlight.Add(-1)
+		return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody, Request: req}, nil
+	})
+	var transports []http.RoundTripper
+	var stores []*redisstore.Store
+	for range 2 {
+		s := newURLStore(t, srv, store.FailureLocal, nil)
+		l := limiter.New(s, limiter.Options{Policy: policy, Concurrency: limiter.Concurrency{Fixed: 3}})
+		t.Cleanup(func() { l.Close() })
+		b := l.Budget(key, "test")
+		require.NoError(t, b.Wait(context.Background()))
+		stores = append(stores, s)
+		transports = append(transports, b.Wrap(server))
+	}
+	for _, s := range stores {
+		require.NoError(t, redisstore.UpkeepNow(s))
+	}
+	shareA, _ := stores[0].SeatShare(key, 3)
+	shareB, _ := stores[1].SeatShare(key, 3)
+	assert.Equal(t, 3, shareA+shareB)
+
+	var wg sync.WaitGroup
+	for _, rt := range transports {
+		for range 10 {
+			wg.Go(func() {
+				for range 20 {
+					req, _ := http.NewRequest(http.MethodGet, "https://api.example.com/api/v1/pods", nil)
+					resp, err := rt.RoundTrip(req)
+					if assert.NoError(t, err) {
+						resp.Body.Close()
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	assert.LessOrEqual(t, most.Load(), int32(3), "two processes together never exceed the shared limit of 3")
+	assert.Equal(t, int32(3), most.Load(), "and use all of it")
+}
+
+func TestAThrottleInOneProcessCutsTheOthersLimit(t *testing.T) {
+	srv := redistest.Start(t)
+	const key = "k8s:seats:api.example.com"
+	policy := store.Policy{Strategy: store.StrategyWindow, Limit: 10000, Timespan: time.Second}
+	var budgets []*limiter.Budget
+	for range 2 {
+		s := newURLStore(t, srv, store.FailureLocal, nil)
+		l := limiter.New(s, limiter.Options{Policy: policy, Concurrency: limiter.Concurrency{Adaptive: true}})
+		t.Cleanup(func() { l.Close() })
+		budgets = append(budgets, l.Budget(key, "test"))
+	}
+	a, b := budgets[0], budgets[1]
+	require.Equal(t, limiter.InitialConcurrency, b.Seats().Limit)
+
+	throttling := harness.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: http.StatusTooManyRequests, Header: http.Header{"Retry-After": {"1"}}, Body: http.NoBody, Request: req}, nil
+	})
+	require.Eventually(t, func() bool {
+		// Until b's subscription is in place, a's cuts go unheard; each
+		// throttle after a second's cooldown cuts again.
+		req, _ := http.NewRequest(http.MethodGet, "https://api.example.com/api/v1/pods", nil)
+		resp, err := a.Wrap(throttling).RoundTrip(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return b.Seats().Limit == 1
+	}, 10*time.Second, 10*time.Millisecond, "b adopts a's cut of the shared limit")
+}

@@ -1,0 +1,155 @@
+package redisstore
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/k8sratelimit/k8sratelimit/store"
+	"github.com/k8sratelimit/k8sratelimit/store/memorystore"
+)
+
+// sendLog is what one process sent on a budget in the last timespan, in
+// the order sent: the instants, µs of the store's local clock. It is what
+// keeps the budget exact across an outage: the local budget that takes
+// over starts from it, and the shared budget learns the sends made in the
+// outage when Redis answers again.
+type sendLog struct {
+	mu  sync.Mutex
+	at  []int64
+	cap int // keep at most this many: the limit of a window
+}
+
+// add records a send at µs now, keeping those of the last span µs.
+func (l *sendLog) add(now, span int64, limit int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.cap = max(limit, 1)
+	i := 0
+	for i < len(l.at) && (l.at[i] <= now-span || len(l.at)-i >= l.cap) {
+		i++
+	}
+	l.at = append(l.at[:0], l.at[i:]...)
+	l.at = append(l.at, now)
+}
+
+// since returns the sends at or after µs from.
+func (l *sendLog) since(from int64) []int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, at := range l.at {
+		if at >= from {
+			out := make([]int64, len(l.at)-i)
+			copy(out, l.at[i:])
+			return out
+		}
+	}
+	return nil
+}
+
+// seedSends starts the local budget key of m under p from sends, µs of
+// the store's local clock, on which it is now µs now.
+func seedSends(m *memorystore.Store, key string, p store.Policy, now int64, sends []int64) {
+	ago := make([]time.Duration, len(sends))
+	for i, at := range sends {
+		ago[i] = time.Duration(now-at) * time.Microsecond
+	}
+	m.Seed(key, p, ago)
+}
+
+// sent records that a request of this process left on budget b now.
+func (s *Store) sent(b *redisBudget, p store.Policy) {
+	b.sends.add(s.localMicros(), micros(p.Timespan), p.Limit)
+}
+
+// seedFallback starts the local budget that decides during an outage from
+// this process's own sends in the last timespan, once per outage, so that
+// falling back admits no more than the process's share allows in any
+// window, counting what it sent just before.
+func (s *Store) seedFallback(key string, b *redisBudget, p store.Policy) {
+	outage := s.outages.Load()
+	if b.seeded.Swap(outage) == outage {
+		return
+	}
+	now := s.localMicros()
+	sends := b.sends.since(now - micros(p.Timespan))
+	seedSends(s.fallback, key, p, now, sends)
+}
+
+// learnOutageSends tells Redis of the sends this process made on each
+// budget since the outage started at µs from (and those of the last
+// timespan before it, when Redis lost the budget), before the shared
+// budgets decide again: the window then counts them, and the process
+// stays exact across the return.
+func (s *Store) learnOutageSends(from int64) error {
+	ctx, cancel := context.WithTimeout(s.background(), s.opts.Timeout)
+	defer cancel()
+	pipe := s.client.Pipeline()
+	skew := s.skew.Load()
+	s.budgets.Range(func(_, v any) bool {
+		b := v.(*redisBudget)
+		p := b.currentPolicy()
+		sends := b.sends.since(s.localMicros() - micros(p.Timespan))
+		before := 0
+		for before < len(sends) && sends[before] < from {
+			before++
+		}
+		if before == len(sends) || p.Strategy == store.StrategyLinear {
+			return true // nothing sent in the outage
+		}
+		args := append(s.args(b, p, false, 1+len(sends)), before)
+		for _, at := range sends {
+			args = append(args, strconv.FormatInt(at+skew, 10))
+		}
+		scriptLearn.EvalSha(ctx, pipe, b.keys, args...)
+		return true
+	})
+	if pipe.Len() == 0 {
+		return nil
+	}
+	if err := scriptLearn.Load(ctx, s.client).Err(); err != nil {
+		return err
+	}
+	_, err := pipe.Exec(ctx)
+	return err
+}
+
+// confirmMigrated is Confirm of a reservation that the local budget made
+// during an outage, once Redis answers again: from then on the shared
+// budget decides. The first time, the local reservation is released and
+// its request takes a slot in Redis, as a reservation Redis lost does,
+// under a new ID that the local one maps to; later, that reservation is
+// confirmed. Should Redis fail again meanwhile, the local reservation,
+// kept until Redis answered, goes on.
+func (s *Store) confirmMigrated(ctx context.Context, key string, b *redisBudget, id uint64) (time.Duration, error) {
+	b.mu.Lock()
+	rid, moved := b.migrated[id]
+	p := b.policy
+	b.mu.Unlock()
+	if moved {
+		left, err := s.confirm(ctx, b, rid)
+		if err == nil && left == 0 {
+			b.mu.Lock()
+			delete(b.migrated, id)
+			b.mu.Unlock()
+		}
+		return left, err
+	}
+	rid = s.seq.Add(1)
+	rep, err := s.reserve(ctx, b, p, store.Request{MaxWait: store.NoMaxWait}, rid, nil, store.NoMaxWait, nil)
+	if err != nil {
+		// Down again: the local budget goes on deciding it.
+		return failed(s, ctx, err, func() (time.Duration, error) { return s.fallback.Confirm(ctx, key, id&^fallbackID) })
+	}
+	_ = s.fallback.Release(ctx, key, id&^fallbackID)
+	if rep.wait == 0 {
+		s.sent(b, p)
+		return 0, nil
+	}
+	b.mu.Lock()
+	b.migrated[id] = rid
+	b.outstanding[rid] = struct{}{}
+	b.mu.Unlock()
+	return rep.wait, nil
+}

@@ -1,0 +1,617 @@
+package redisstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/k8sratelimit/k8sratelimit/store"
+	"github.com/k8sratelimit/k8sratelimit/store/memorystore"
+)
+
+// Options tunes a Redis store. The zero value takes the defaults.
+type Options struct {
+	// Timeout bounds every call to Redis. Default 500ms. The client should
+	// honour context deadlines (go-redis: ContextTimeoutEnabled), as the
+	// clients NewFromURL builds do.
+	Timeout time.Duration
+	// Failure is the policy while Redis is down. Default FailureLocal.
+	Failure store.FailurePolicy
+	// Presence is how often this process refreshes its presence on each
+	// budget it uses. A process that misses 1.5 intervals is gone: its
+	// reservations still ahead stop counting. Default 2s.
+	Presence time.Duration
+	// Logger receives the store's logs: outage transitions (once each) and
+	// warnings about the server. Default: discard.
+	Logger logr.Logger
+	// OnEvent, when set, is told of store errors and outage transitions,
+	// for metrics. It must return quickly.
+	OnEvent func(store.Event)
+}
+
+// Store is a store.Store that keeps budgets in Redis, shared by every process
+// that uses the same budget keys (the same owner and API server).
+//
+// Each decision is one atomic Lua script on the Redis server, on the
+// server's clock, so processes whose clocks disagree still share one exact
+// window. All keys of a budget share one Cluster slot and expire by
+// themselves. Processes sharing a budget announce their presence; the
+// reservations of a process that disappears stop counting once its
+// presence expires. A process records reservations at most one timespan
+// ahead in Redis: requests beyond that wait in-process, in arrival order,
+// until their turn comes within reach.
+//
+// While Redis cannot be reached, the FailurePolicy decides, and Redis is
+// probed in the background about once a second until it answers.
+//
+// Redis 7 or later (or Valkey) with maxmemory-policy noeviction is
+// required: an evicted budget is a silent reset.
+type Store struct {
+	client redis.UniversalClient
+	opts   Options
+	log    logr.Logger
+	proc   string // this process's name in the budgets it shares
+	ttl    time.Duration
+	epoch  time.Time
+
+	seq     atomic.Uint64
+	offset  atomic.Int64 // µs added to the server's time, by tests only (export_test.go)
+	skew    atomic.Int64 // µs from localMicros to the server's time
+	budgets sync.Map     // string -> *redisBudget
+
+	down      atomic.Bool
+	failover  sync.RWMutex // local decisions (read) against the end of an outage (write)
+	outages   atomic.Int64 // outages so far
+	downSince atomic.Int64 // localMicros the current outage started
+	lastErr   atomic.Pointer[error]
+	fallback  *memorystore.Store
+	ownClient bool // made by the store, closed by Close
+	bounded   bool // the client bounds every call by the timeout itself
+
+	notify notifier
+
+	closeOnce sync.Once
+	done      chan struct{}
+	wg        sync.WaitGroup
+}
+
+var (
+	_ store.Store      = (*Store)(nil)
+	_ store.Notifier   = (*Store)(nil)
+	_ store.SeatSharer = (*Store)(nil)
+	_ store.Failover   = (*Store)(nil)
+)
+
+// fallbackID tags the IDs of reservations the fallback store made.
+const fallbackID = uint64(1) << 63
+
+// New returns a store that keeps its budgets in Redis through client
+// (standalone, Sentinel or Cluster). It starts a goroutine that refreshes
+// this process's presence; Close stops it and releases this process's
+// reservations.
+func New(client redis.UniversalClient, opts Options) *Store {
+	return newStore(client, opts, false)
+}
+
+// newStore is New; own reports that the store made client, with
+// timeouts of its own, and closes it.
+func newStore(client redis.UniversalClient, opts Options, own bool) *Store {
+	if opts.Timeout <= 0 {
+		opts.Timeout = 500 * time.Millisecond
+	}
+	if opts.Failure == "" {
+		opts.Failure = store.FailureLocal
+	}
+	if opts.Presence <= 0 {
+		opts.Presence = 2 * time.Second
+	}
+	log := opts.Logger
+	if log.GetSink() == nil {
+		log = logr.Discard()
+	}
+	s := &Store{
+		client:    client,
+		opts:      opts,
+		log:       log.WithName("redis-store"),
+		proc:      processName(),
+		ttl:       opts.Presence * 3 / 2,
+		epoch:     time.Now(),
+		fallback:  memorystore.New(nil),
+		done:      make(chan struct{}),
+		ownClient: own,
+	}
+	if own {
+		s.markDials(client)
+	}
+	s.bounded = boundsCalls(client, opts.Timeout)
+	s.wg.Add(2)
+	go s.refreshPresence()
+	go s.checkServer()
+	return s
+}
+
+// NewFromURL returns a store on a client built from a redis:// or
+// rediss:// (TLS) URL, with timeouts that make every call honour the
+// store's Timeout. A URL with addr= query parameters names the nodes of a
+// Redis Cluster. Close closes the client too.
+func NewFromURL(rawURL string, opts Options) (*Store, error) {
+	client, err := clientFromURL(rawURL, opts.Timeout)
+	if err != nil {
+		return nil, err
+	}
+	return newStore(client, opts, true), nil
+}
+
+// processName returns a random name for this process in shared budgets.
+func processName() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Down reports whether the store is in an outage, deciding by its failure
+// policy.
+func (s *Store) Down() bool { return s.down.Load() }
+
+// localMicros returns the time elapsed since the store was made, on the local
+// monotonic clock, plus the test offset, in µs.
+func (s *Store) localMicros() int64 {
+	return int64(time.Since(s.epoch)/time.Microsecond) + s.offset.Load()
+}
+
+// serverMicros estimates the Redis server's time now, from the last decision
+// it made. It serves in-process waiting only, never admission decisions.
+func (s *Store) serverMicros() int64 { return s.localMicros() + s.skew.Load() }
+
+// redisBudget is this process's view of one budget.
+type redisBudget struct {
+	key  string
+	keys []string
+
+	procs atomic.Int64 // processes last seen sharing it
+	rank  atomic.Int64 // this process's place among them, by name
+
+	sends  sendLog      // this process's sends in the last timespan
+	seeded atomic.Int64 // the outage whose local budget was seeded with them
+
+	report   atomic.Pointer[func() (limit, inUse int)] // seats report, see ReportSeats
+	reported atomic.Pointer[string]                    // the report last written
+	lastUsed atomic.Int64                              // localMicros of the last Reserve
+	lastHere atomic.Int64                              // localMicros this process last refreshed its presence
+	born     int64                                     // localMicros this process first used it
+
+	mu          sync.Mutex
+	policy      store.Policy
+	held        []*heldRequest          // waiting in-process, in arrival order
+	heldByID    map[uint64]*heldRequest // the same, by ID
+	outstanding map[uint64]struct{}     // deferred reservations recorded in Redis
+	ready       map[uint64]struct{}     // held requests whose slot came when recorded
+	migrated    map[uint64]uint64       // reservations of an outage's local budget -> their reservations in Redis since
+	timer       *time.Timer             // promotes the first held request
+}
+
+func (s *Store) budget(key string) *redisBudget {
+	if v, ok := s.budgets.Load(key); ok {
+		return v.(*redisBudget)
+	}
+	b := &redisBudget{key: key, keys: redisKeys(key), heldByID: map[uint64]*heldRequest{}, outstanding: map[uint64]struct{}{}, ready: map[uint64]struct{}{}, migrated: map[uint64]uint64{}}
+	b.procs.Store(1)
+	b.lastHere.Store(math.MinInt64 / 2)
+	b.born = s.localMicros()
+	v, _ := s.budgets.LoadOrStore(key, b)
+	return v.(*redisBudget)
+}
+
+func (s *Store) existing(key string) (*redisBudget, bool) {
+	v, ok := s.budgets.Load(key)
+	if !ok {
+		return nil, false
+	}
+	return v.(*redisBudget), true
+}
+
+func (s *Store) member(id uint64) string { return s.proc + ":" + strconv.FormatUint(id, 36) }
+
+// micros converts a duration to whole microseconds, at least 1 when positive.
+func micros(d time.Duration) int64 {
+	if d > 0 && d < time.Microsecond {
+		return 1
+	}
+	return int64(d / time.Microsecond)
+}
+
+// A process's requests on a budget refresh its presence and count the
+// processes sharing it (for FailureLocal's share and the seats' shares)
+// every presence interval, so that a process that only ever sends at once stays
+// present (its presence lapses after 1.5 intervals); every countEarly in
+// its first earlyFor on the budget, when processes starting together must
+// see each other before their first burst is over.
+const (
+	countEarly = 200 * time.Millisecond
+	earlyFor   = 5 * time.Second
+)
+
+// args returns the arguments every script starts with (see lua/hot.lua),
+// followed by room for n more. They ask to refresh this process's
+// presence on the budget, and count the processes sharing it, when force
+// is set or a presence interval has passed; to refresh it only with a
+// reservation ahead when it was last refreshed half a presence interval
+// ago.
+func (s *Store) args(b *redisBudget, p store.Policy, force bool, n int) []any {
+	windowed, here := "0", "0"
+	if p.Strategy != store.StrategyLinear {
+		windowed = "1"
+	}
+	now, last := s.localMicros(), b.lastHere.Load()
+	every := micros(s.opts.Presence)
+	if now-b.born < micros(earlyFor) {
+		every = micros(countEarly)
+	}
+	switch {
+	case force || (now-last >= every && b.lastHere.CompareAndSwap(last, now)):
+		here = "1"
+	case now-last >= micros(s.opts.Presence/2):
+		here = "2"
+	}
+	a := make([]any, 6, 6+n)
+	a[0], a[1], a[2], a[3], a[4], a[5] = s.offset.Load(), windowed, s.proc, micros(s.ttl), micros(max(p.Timespan, time.Microsecond)), here
+	return a
+}
+
+// call runs a script with the store's timeout.
+//
+// A client that bounds every dial, pool wait, read and write by the
+// timeout itself and honours a sooner deadline of ctx (see boundsCalls),
+// as those NewFromURL builds do, needs no context with the timeout,
+// which costs a timer per call.
+func (s *Store) call(ctx context.Context, sc *redis.Script, b *redisBudget, args []any) (any, error) {
+	ctx = s.logCtx(ctx)
+	if !s.bounded {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.opts.Timeout)
+		defer cancel()
+	}
+	return sc.Run(ctx, s.client, b.keys, args...).Result()
+}
+
+// reply is a reserve script's answer.
+type reply struct {
+	status  int64 // refused, recorded or toHold
+	wait    time.Duration
+	cooling bool
+	now     int64 // the server's time of the decision, µs
+	mark    int64 // window: the slot before jitter; linear: the theoretical arrival time after it; µs
+	base    int64 // the slot before jitter, µs
+}
+
+const (
+	refused  = 0
+	recorded = 1
+	toHold   = 2
+)
+
+// reserve runs the reserve script of p's strategy for member id, queued
+// after the requests held in-process (held). ahead bounds how far a
+// reservation may be recorded. promoted, when not nil, is the held request
+// id being recorded: at its estimated slot, where what Redis holds leaves
+// room for it there.
+func (s *Store) reserve(ctx context.Context, b *redisBudget, p store.Policy, r store.Request, id uint64, held []*heldRequest, ahead time.Duration, promoted *heldRequest) (reply, error) {
+	limit := max(p.Limit, 1)
+	span := max(p.Timespan, time.Microsecond)
+	args := append(s.args(b, p, false, 14), limit, micros(r.MaxWait), micros(r.Jitter), s.member(id), len(held), micros(ahead))
+	sc := scriptReserveWindow
+	var latest string // window: the latest slots of the held requests
+	if p.Strategy == store.StrategyLinear {
+		interval := max(span/time.Duration(limit), time.Microsecond)
+		var tat int64
+		if n := len(held); n > 0 {
+			tat = held[n-1].mark
+		}
+		args = append(args, tat, micros(interval), micros(interval)*int64(max(p.Burst, 1)-1))
+		sc = scriptReserveLinear
+	} else {
+		var floor int64
+		if n := len(held); n > 0 {
+			floor = held[n-1].mark
+		}
+		var first int
+		first, latest = latestHeld(held, limit)
+		sentAtOnce := "1" // a held request being recorded (ahead == NoMaxWait) confirms
+		if ahead == store.NoMaxWait {
+			sentAtOnce = "0"
+		}
+		args = append(args, floor, first, sentAtOnce)
+	}
+	var est, estMark int64
+	released := "0"
+	if promoted != nil {
+		est, estMark = promoted.slot, promoted.mark
+		if promoted.freed {
+			released = "1"
+		}
+	}
+	args = append(args, est, estMark, released)
+	if p.Strategy != store.StrategyLinear {
+		args = append(args, latest)
+	}
+	v, err := s.call(ctx, sc, b, args)
+	if err != nil {
+		return reply{}, err
+	}
+	a, ok := v.([]any)
+	if !ok || len(a) != 8 {
+		return reply{}, fmt.Errorf("store: unexpected reply %v", v)
+	}
+	n := func(i int) int64 { x, _ := a[i].(int64); return x }
+	rep := reply{status: n(0), wait: time.Duration(n(1)) * time.Microsecond, cooling: n(2) == 1, now: n(3), mark: n(4), base: n(7)}
+	if rep.status == recorded && rep.wait > 0 && args[5] == "2" {
+		b.lastHere.Store(s.localMicros()) // the script refreshed the presence
+	}
+	b.counted(n(5), n(6))
+	s.skew.Store(rep.now - s.localMicros())
+	return rep, nil
+}
+
+// Reserve implements store.Store.
+func (s *Store) Reserve(ctx context.Context, key string, p store.Policy, r store.Request) (store.Reservation, error) {
+	if s.down.Load() {
+		return s.fallbackReserve(ctx, key, p, r)
+	}
+	// A failed call decides the request by the failure policy.
+	fallback := func() (store.Reservation, error) { return s.fallbackReserve(ctx, key, p, r) }
+	b := s.budget(key)
+	b.lastUsed.Store(s.localMicros())
+	id := s.seq.Add(1)
+	b.mu.Lock()
+	b.policy = p
+	if err := s.promoteDueLocked(ctx, b); err != nil {
+		b.mu.Unlock()
+		return failed(s, ctx, err, fallback)
+	}
+	if len(b.held) > 0 {
+		// Requests of this process already wait in-process: queue behind
+		// them, holding the lock so that the queue's order is the order of
+		// the estimates.
+		defer b.mu.Unlock()
+		rep, err := s.reserve(ctx, b, p, r, id, b.held, p.Timespan, nil)
+		if err != nil {
+			return failed(s, ctx, err, fallback)
+		}
+		return s.answerLocked(b, id, r, rep), nil
+	}
+	b.mu.Unlock()
+
+	rep, err := s.reserve(ctx, b, p, r, id, nil, p.Timespan, nil)
+	if err != nil {
+		return failed(s, ctx, err, fallback)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if rep.status == toHold && len(b.held) > 0 {
+		// Another request of this process was held meanwhile: estimate
+		// again behind it.
+		if rep, err = s.reserve(ctx, b, p, r, id, b.held, p.Timespan, nil); err != nil {
+			return failed(s, ctx, err, fallback)
+		}
+	}
+	return s.answerLocked(b, id, r, rep), nil
+}
+
+// answerLocked turns a reserve script's reply into a Reservation, holding
+// the request in-process when the script said so. b.mu must be held.
+func (s *Store) answerLocked(b *redisBudget, id uint64, r store.Request, rep reply) store.Reservation {
+	if res, ok := s.claimHeldLocked(b, id, r, rep); ok {
+		return res
+	}
+	res := store.Reservation{OK: rep.status != refused, Wait: rep.wait, Cooldown: rep.cooling}
+	switch {
+	case rep.status == refused:
+	case rep.wait == 0:
+		s.sent(b, b.policy)
+	case rep.status == toHold:
+		res.ID = id
+		s.holdLocked(b, id, r, rep)
+	default:
+		res.ID = id
+		b.outstanding[id] = struct{}{}
+	}
+	return res
+}
+
+// Confirm implements store.Store.
+func (s *Store) Confirm(ctx context.Context, key string, id uint64) (time.Duration, error) {
+	b, ok := s.existing(key)
+	if id&fallbackID != 0 {
+		if !ok {
+			return s.fallback.Confirm(ctx, key, id&^fallbackID)
+		}
+		var left time.Duration
+		var err error
+		if s.decideLocally(func() {
+			left, err = s.fallback.Confirm(ctx, key, id&^fallbackID)
+			if err == nil && left == 0 {
+				s.sent(b, b.currentPolicy())
+			}
+		}) {
+			return left, err
+		}
+		return s.confirmMigrated(ctx, key, b, id)
+	}
+	if !ok {
+		return 0, store.ErrUnknownReservation
+	}
+	return s.confirm(ctx, b, id)
+}
+
+// currentPolicy returns the policy the budget was last used with.
+func (b *redisBudget) currentPolicy() store.Policy {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.policy
+}
+
+// confirm is Confirm of a reservation recorded in Redis or held here.
+func (s *Store) confirm(ctx context.Context, b *redisBudget, id uint64) (time.Duration, error) {
+	if s.down.Load() {
+		return s.confirmDuringOutage(b, id)
+	}
+	b.mu.Lock()
+	p := b.policy
+	if _, ok := b.ready[id]; ok {
+		delete(b.ready, id)
+		b.mu.Unlock()
+		s.sent(b, p)
+		return 0, nil
+	}
+	if h, held := b.heldByID[id]; held {
+		left, err := s.confirmHeldLocked(ctx, b, h)
+		if err != nil || left > 0 || p.Strategy == store.StrategyLinear {
+			b.mu.Unlock()
+			if err == nil && left == 0 {
+				s.sent(b, p)
+			}
+			return s.failedConfirm(ctx, b, id, left, err)
+		}
+		// Recorded just now with its slot come: confirm it like any other,
+		// so that the window records it as sent, when it is sent.
+	}
+	holding := "0"
+	if len(b.held) > 0 {
+		holding = "1"
+	}
+	b.mu.Unlock()
+	v, err := s.call(ctx, scriptConfirm, b, append(s.args(b, p, false, 3), s.member(id), max(p.Limit, 1), holding))
+	if err != nil {
+		return s.failedConfirm(ctx, b, id, 0, err)
+	}
+	a, _ := v.([]any)
+	if len(a) == 0 {
+		return 0, fmt.Errorf("store: unexpected reply %v", v)
+	}
+	left, _ := a[0].(int64)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(a) > 1 {
+		tail := make([]int64, len(a)-1)
+		for i, x := range a[1:] {
+			tail[i], _ = x.(int64)
+		}
+		s.crowdHeldLocked(b, tail)
+	}
+	_, mine := b.outstanding[id]
+	switch {
+	case !mine:
+		// Released (whose slot had come: Redis keeps it as a send) or
+		// confirmed already.
+		return 0, store.ErrUnknownReservation
+	case left < 0:
+		// Redis lost it (restarted, or this process's presence lapsed):
+		// take a slot again under the same ID.
+		rep, err := s.reserve(ctx, b, p, store.Request{MaxWait: store.NoMaxWait}, id, nil, store.NoMaxWait, nil)
+		if err != nil {
+			return s.failedConfirm(ctx, b, id, 0, err)
+		}
+		if rep.wait == 0 {
+			delete(b.outstanding, id)
+			s.sent(b, p)
+		}
+		return rep.wait, nil
+	case left == 0:
+		delete(b.outstanding, id)
+		s.sent(b, p)
+	}
+	return time.Duration(left) * time.Microsecond, nil
+}
+
+// failedConfirm passes on the result of a Confirm, applying the failure
+// policy when Redis failed.
+func (s *Store) failedConfirm(ctx context.Context, b *redisBudget, id uint64, left time.Duration, err error) (time.Duration, error) {
+	if err == nil {
+		return left, nil
+	}
+	return failed(s, ctx, err, func() (time.Duration, error) { return s.confirmDuringOutage(b, id) })
+}
+
+// Release implements store.Store.
+func (s *Store) Release(ctx context.Context, key string, id uint64) error {
+	b, ok := s.existing(key)
+	if id&fallbackID != 0 {
+		rid, moved := uint64(0), false
+		if ok {
+			b.mu.Lock()
+			rid, moved = b.migrated[id]
+			delete(b.migrated, id)
+			b.mu.Unlock()
+		}
+		if !moved {
+			return s.fallback.Release(ctx, key, id&^fallbackID)
+		}
+		id = rid
+	}
+	if !ok {
+		return nil
+	}
+	b.mu.Lock()
+	delete(b.ready, id)
+	if s.releaseHeldLocked(b, id) {
+		b.mu.Unlock()
+		return nil
+	}
+	_, mine := b.outstanding[id]
+	delete(b.outstanding, id)
+	p := b.policy
+	b.mu.Unlock()
+	if !mine || s.down.Load() {
+		return nil
+	}
+	if _, err := s.call(ctx, scriptRelease, b, append(s.args(b, p, false, 1), s.member(id))); err != nil {
+		_, err = failed(s, ctx, err, func() (store.Reservation, error) { return store.Reservation{}, nil })
+		return err
+	}
+	return nil
+}
+
+// SetCooldown implements store.Store.
+func (s *Store) SetCooldown(ctx context.Context, key string, p store.Policy, d time.Duration) (time.Duration, error) {
+	// The fallback keeps the cooldown too, for an outage that starts
+	// before it ends.
+	local, _ := s.fallback.SetCooldown(ctx, key, s.share(key, p), d)
+	if s.down.Load() {
+		return local, nil
+	}
+	b := s.budget(key)
+	v, err := s.call(ctx, scriptCooldown, b, append(s.args(b, p, true, 1), micros(max(d, 0))))
+	if err != nil {
+		return failed(s, ctx, err, func() (time.Duration, error) { return local, nil })
+	}
+	a, _ := v.([]any)
+	if len(a) != 3 {
+		return 0, fmt.Errorf("store: unexpected reply %v", v)
+	}
+	left, moved, now := a[0].(int64), a[1].(int64), a[2].(int64)
+	b.mu.Lock()
+	s.shiftHeldLocked(b, now+left, moved)
+	b.mu.Unlock()
+	return time.Duration(left) * time.Microsecond, nil
+}
+
+// Cooldown implements store.Store.
+func (s *Store) Cooldown(ctx context.Context, key string) (time.Duration, error) {
+	if s.down.Load() {
+		return s.fallback.Cooldown(ctx, key)
+	}
+	st, err := s.status(ctx, redisKeys(key))
+	if err != nil {
+		return failed(s, ctx, err, func() (time.Duration, error) { return s.fallback.Cooldown(ctx, key) })
+	}
+	return st.Cooldown, nil
+}
