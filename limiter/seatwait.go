@@ -35,7 +35,7 @@ func (b *Budget) takeSeat(ctx context.Context, stop <-chan struct{}, w *waitLimi
 	}
 	defer l.waiters.Done()
 
-	sw, e := b.seats.enqueue()
+	sw, e := b.seats.enqueue(l.clock.Now())
 	var timeout <-chan time.Time
 	if w.limit != store.NoMaxWait {
 		timer := l.clock.NewTimer(w.limit - l.clock.Since(w.start))
