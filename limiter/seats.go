@@ -125,6 +125,7 @@ func (s *seats) shareLocked() (share, processes int) {
 func (s *seats) adopt(cut store.SeatCut, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	_, s.ctl.processes = s.shareLocked()
 	s.ctl.adopt(cut, now)
 }
 
@@ -253,6 +254,7 @@ func (s *seats) freeSeat(st seat, o outcome, now time.Time) (cut store.SeatCut, 
 	case outcomeGood:
 		s.ctl.good(st.seq, st.peers, now)
 	case outcomeThrottled:
+		_, s.ctl.processes = s.shareLocked()
 		cut, cutOK = s.ctl.throttled(st.seq, st.peers, now)
 	}
 	s.grantLocked(now)
