@@ -38,6 +38,9 @@ type served struct {
 	sent      int // requests that left, retries included
 	throttled int // 429s
 	limit     int // the concurrency limit at the end (0: none)
+	// throttles are the first 429s, each as when it was sent into the
+	// run and the requests of this client in flight then, itself included.
+	throttles []string
 }
 
 func (s served) throttledShare() float64 { return float64(s.throttled) / float64(max(s.sent, 1)) }
@@ -93,7 +96,8 @@ func (c *loadClient) run(t *testing.T, d time.Duration) served {
 		require.NoError(t, err)
 		s.limit = b.Seats().Limit
 	}
-	t.Logf("%s: %d served, %d of %d sent answered 429, concurrency limit at the end %d", c.name, s.served, s.throttled, s.sent, s.limit)
+	t.Logf("%s: %d served, %d of %d sent answered 429 (sent at:in flight %v), concurrency limit at the end %d",
+		c.name, s.served, s.throttled, s.sent, s.throttles, s.limit)
 	c.total.served += s.served
 	c.total.sent += s.sent
 	c.total.throttled += s.throttled
@@ -105,6 +109,7 @@ func (c *loadClient) run(t *testing.T, d time.Duration) served {
 // left and what was served.
 func (c *loadClient) load(d time.Duration) served {
 	before := len(c.wire.Exchanges())
+	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -118,12 +123,16 @@ func (c *loadClient) load(d time.Duration) served {
 	wg.Wait()
 
 	s := served{name: c.name}
-	for _, e := range c.wire.Exchanges()[before:] {
+	exchanges := c.wire.Exchanges()
+	for i, e := range exchanges[before:] {
 		switch {
 		case e.Status >= 200 && e.Status < 300:
 			s.served++
 		case e.Status == http.StatusTooManyRequests:
 			s.throttled++
+			if len(s.throttles) < 20 {
+				s.throttles = append(s.throttles, fmt.Sprintf("%.2fs:%d", e.Sent.Sub(start).Seconds(), probe.InFlightAt(exchanges, before+i)))
+			}
 		}
 		if e.Status != 0 {
 			s.sent++

@@ -50,6 +50,12 @@ type control struct {
 
 	seq    uint64 // requests sent so far
 	cutSeq uint64 // seq at the last cut
+
+	// processes share the limit (1 when it is this process's alone). Each
+	// holds at least one seat, so a limit below their number holds back
+	// nothing more, and would only have to grow back through seats that
+	// change nothing: cuts stop there.
+	processes int
 }
 
 func newControl(c Concurrency, now time.Time) control {
@@ -127,13 +133,19 @@ func (c *control) throttled(seq uint64, peers int, now time.Time) (store.SeatCut
 		// The last rise drew it: probe less often.
 		c.probeEvery = min(2*c.probeEvery, maxProbeEvery)
 	}
-	c.limit = max(math.Floor(min(c.limit, float64(peers))*cutFactor), 1)
+	c.limit = max(math.Floor(min(c.limit, float64(peers))*cutFactor), c.floor())
 	c.ssthresh = c.limit
 	c.ceiling = max(float64(peers-1), c.limit)
 	c.step = 1
 	c.raised = time.Time{}
 	c.raiseAt = now.Add(c.probeEvery)
 	return store.SeatCut{Limit: int(c.limit), Ceiling: int(c.ceiling), ProbeAfter: c.probeEvery}, true
+}
+
+// floor is the lowest limit a cut leaves: one seat per process sharing
+// it, within the ceiling of the limit.
+func (c *control) floor() float64 {
+	return min(float64(max(c.processes, 1)), c.max)
 }
 
 // adopt applies a cut another process sharing the budget made: the
@@ -143,7 +155,7 @@ func (c *control) adopt(cut store.SeatCut, now time.Time) {
 		return
 	}
 	c.cutSeq = c.seq
-	c.limit = max(min(c.limit, float64(cut.Limit)), 1)
+	c.limit = max(min(c.limit, float64(cut.Limit)), c.floor())
 	c.ssthresh = c.limit
 	c.ceiling = min(max(float64(cut.Ceiling), c.limit), c.max)
 	c.step = 1

@@ -6,6 +6,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/k8sratelimit/k8sratelimit/store"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -98,6 +100,23 @@ func TestControlKeepsBetweenOneAndMax(t *testing.T) {
 		c.throttled(c.seated(), 1, t0)
 	}
 	assert.Equal(t, 1, c.seats())
+}
+
+func TestControlSharedByProcessesCutsNoLowerThanOneSeatEach(t *testing.T) {
+	c := newControl(Concurrency{Adaptive: true}, t0)
+	c.processes = 2
+	c.limit = 3
+	c.throttled(c.seated(), 3, t0)
+	assert.Equal(t, 2, c.seats(), "3 × 0.75")
+	c.throttled(c.seated(), 2, t0)
+	assert.Equal(t, 2, c.seats(), "each of the two processes holds a seat whatever the limit")
+	c.adopt(store.SeatCut{Limit: 1, Ceiling: 1, ProbeAfter: minProbeEvery}, t0)
+	assert.Equal(t, 2, c.seats(), "nor does another process's cut take it lower")
+
+	small := newControl(Concurrency{Adaptive: true, Max: 2}, t0)
+	small.processes = 5
+	small.throttled(small.seated(), 2, t0)
+	assert.Equal(t, 2, small.seats(), "never above the ceiling of the limit")
 }
 
 func TestControlFixedNeverMoves(t *testing.T) {

@@ -125,6 +125,7 @@ func (s *seats) shareLocked() (share, processes int) {
 func (s *seats) adopt(cut store.SeatCut, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	_, s.ctl.processes = s.shareLocked()
 	s.ctl.adopt(cut, now)
 }
 
@@ -168,12 +169,17 @@ func (st *seat) send() {
 	st.peers = s.inFlight + others
 }
 
-// enqueue queues a waiter for the next free seat.
-func (s *seats) enqueue() (*seatWaiter, *list.Element) {
+// enqueue queues a waiter for the next free seat. The seats held may all
+// have been given back since the caller found none free, and nobody else
+// would then grant this waiter one: it is granted at once when a seat is
+// free.
+func (s *seats) enqueue(now time.Time) (*seatWaiter, *list.Element) {
 	w := &seatWaiter{ready: make(chan struct{})}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return w, s.waiting.PushBack(w)
+	e := s.waiting.PushBack(w)
+	s.grantLocked(now)
+	return w, e
 }
 
 // leave takes w out of the queue. When the seat was given to w meanwhile,
@@ -248,6 +254,7 @@ func (s *seats) freeSeat(st seat, o outcome, now time.Time) (cut store.SeatCut, 
 	case outcomeGood:
 		s.ctl.good(st.seq, st.peers, now)
 	case outcomeThrottled:
+		_, s.ctl.processes = s.shareLocked()
 		cut, cutOK = s.ctl.throttled(st.seq, st.peers, now)
 	}
 	s.grantLocked(now)

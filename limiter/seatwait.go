@@ -35,9 +35,10 @@ func (b *Budget) takeSeat(ctx context.Context, stop <-chan struct{}, w *waitLimi
 	}
 	defer l.waiters.Done()
 
-	sw, e := b.seats.enqueue()
+	sw, e := b.seats.enqueue(l.clock.Now())
 	var timeout <-chan time.Time
-	if w.limit != store.NoMaxWait {
+	if w.limit != store.NoMaxWait && !w.byDeadline {
+		// A deadline needs no timer: the context is done at the deadline.
 		timer := l.clock.NewTimer(w.limit - l.clock.Since(w.start))
 		defer timer.Stop()
 		timeout = timer.C()

@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -21,6 +22,9 @@ const (
 type Exchange struct {
 	Sent     time.Time // when the request was handed to the transport below
 	Answered time.Time // when the response headers (or the error) came back
+	// Finished is when the response body was read to its end or closed
+	// (Answered when the round trip failed or had no body); zero before.
+	Finished time.Time
 	Method   string
 	Path     string
 	Query    string // the raw query, without "?"
@@ -116,8 +120,61 @@ func (t *wireTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		resp = nil
 	}
 	t.wire.answer(i, resp)
+	if resp == nil || resp.Body == nil || resp.Body == http.NoBody {
+		t.wire.finish(i)
+		return resp, err
+	}
+	resp.Body = &wireBody{ReadCloser: resp.Body, wire: t.wire, i: i}
 	return resp, err
+}
+
+// finish records that the exchange at index i is over.
+func (w *Wire) finish(i int) {
+	now := time.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if e := &w.exchanges[i]; e.Finished.IsZero() {
+		e.Finished = now
+	}
+}
+
+// wireBody records when its exchange's body is read to its end or closed.
+type wireBody struct {
+	io.ReadCloser
+	wire *Wire
+	i    int
+}
+
+func (b *wireBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil {
+		b.wire.finish(b.i)
+	}
+	return n, err
+}
+
+func (b *wireBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.wire.finish(b.i)
+	return err
 }
 
 // WrappedRoundTripper returns the transport requests are passed on to.
 func (t *wireTransport) WrappedRoundTripper() http.RoundTripper { return t.next }
+
+// InFlightAt returns how many of exchanges were in flight when the one at
+// index i was sent, itself included: sent no later, and neither finished
+// nor answered without a body by then.
+func InFlightAt(exchanges []Exchange, i int) int {
+	at := exchanges[i].Sent
+	n := 0
+	for _, e := range exchanges {
+		if e.Sent.After(at) {
+			continue
+		}
+		if e.Finished.IsZero() || e.Finished.After(at) {
+			n++
+		}
+	}
+	return n
+}
