@@ -133,19 +133,21 @@ func chaos(t *testing.T, srv *redistest.Server, api *apisim.Server, children ...
 			"child %s sends", c.Name)
 	}
 	hold(1500 * time.Millisecond)
-	kill := fault{what: "kill", start: time.Now()}
-	srv.Kill()
-	hold(1500 * time.Millisecond)
-	srv.Restart()
-	kill.end = time.Now()
-	hold(2500 * time.Millisecond)
-	freeze := fault{what: "freeze", start: time.Now()}
-	srv.Pause()
-	hold(1500 * time.Millisecond)
-	srv.Resume()
-	freeze.end = time.Now()
-	hold(2500 * time.Millisecond)
+	kill := outage("kill", srv.Kill, srv.Restart)
+	freeze := outage("freeze", srv.Pause, srv.Resume)
 	return []fault{kill, freeze}
+}
+
+// outage makes Redis fail with down, brings it back with up 1.5 seconds
+// later, lets the load run 2.5 seconds more and returns the fault.
+func outage(what string, down, up func()) fault {
+	f := fault{what: what, start: time.Now()}
+	down()
+	hold(1500 * time.Millisecond)
+	up()
+	f.end = time.Now()
+	hold(2500 * time.Millisecond)
+	return f
 }
 
 // sentBy returns how many list requests of the child name reached api.
@@ -360,12 +362,7 @@ func TestRedisChaosOneProcessLocal(t *testing.T) {
 	c := startChaosChild(t, "solo", api.URL, srv.URL(), "local", 6)
 	require.Eventually(t, func() bool { return sentBy(api, c.Name) > 0 }, 30*time.Second, 10*time.Millisecond, "the child sends")
 	hold(1500 * time.Millisecond)
-	kill := fault{what: "kill", start: time.Now()}
-	srv.Kill()
-	hold(1500 * time.Millisecond)
-	srv.Restart()
-	kill.end = time.Now()
-	hold(2500 * time.Millisecond)
+	kill := outage("kill", srv.Kill, srv.Restart)
 	c.stop(t)
 	nothingHangs(t, c)
 	nothingLeft(t, c)
