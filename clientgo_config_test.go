@@ -47,8 +47,6 @@ func cfgLimiter(t *testing.T, limit int, span time.Duration, maxWait *time.Durat
 	return l
 }
 
-func cfgDur(d time.Duration) *time.Duration { return &d }
-
 func cfgServer(t *testing.T) *apisim.Server {
 	t.Helper()
 	srv := apisim.New()
@@ -113,7 +111,7 @@ func cfgSettle(t *testing.T, cond func() bool, msg string) {
 // share one budget.
 func TestClientGoOneBudgetAcrossCredentials(t *testing.T) {
 	srv := cfgServer(t)
-	l := cfgLimiter(t, 1, time.Hour, cfgDur(0))
+	l := cfgLimiter(t, 1, time.Hour, new(time.Duration(0)))
 
 	rcA := &rest.Config{Host: srv.URL, BearerToken: "token-a"}
 	rcB := &rest.Config{Host: srv.URL, BearerToken: "token-b", UserAgent: "another-agent"}
@@ -164,7 +162,7 @@ func cfgPrefixProxy(t *testing.T, srv *apisim.Server) (*httptest.Server, func(na
 func TestClientGoSeparateBudgetsPerPathPrefix(t *testing.T) {
 	srv := cfgServer(t)
 	proxy, count := cfgPrefixProxy(t, srv)
-	l := cfgLimiter(t, 1, time.Hour, cfgDur(0))
+	l := cfgLimiter(t, 1, time.Hour, new(time.Duration(0)))
 
 	rcA := &rest.Config{Host: proxy.URL + "/k8s/clusters/a"}
 	rcB := &rest.Config{Host: proxy.URL + "/k8s/clusters/b"}
@@ -191,7 +189,7 @@ func TestClientGoSeparateBudgetsPerPathPrefix(t *testing.T) {
 func TestClientGoConfigureTwiceCountsOnce(t *testing.T) {
 	srv := cfgServer(t)
 	obs := &cfgObserver{}
-	l := cfgLimiter(t, 2, time.Hour, cfgDur(0), k8sratelimit.WithObserver(obs))
+	l := cfgLimiter(t, 2, time.Hour, new(time.Duration(0)), k8sratelimit.WithObserver(obs))
 
 	rc := &rest.Config{Host: srv.URL}
 	require.NoError(t, l.Configure(rc))
@@ -210,7 +208,7 @@ func TestClientGoConfigureTwiceCountsOnce(t *testing.T) {
 // requests the limiter lets through.
 func TestClientGoConfigureKeepsExistingWrapper(t *testing.T) {
 	srv := cfgServer(t)
-	l := cfgLimiter(t, 1, time.Hour, cfgDur(0))
+	l := cfgLimiter(t, 1, time.Hour, new(time.Duration(0)))
 
 	var counter cfgCounter
 	rc := &rest.Config{Host: srv.URL, WrapTransport: counter.wrap}
@@ -307,7 +305,7 @@ func TestClientGoDisabledLeavesConfigUntouched(t *testing.T) {
 // Errors name the registered cluster, or the normalised API server.
 func TestClientGoClusterNameInErrors(t *testing.T) {
 	srvProd, srvOther := cfgServer(t), cfgServer(t)
-	l := cfgLimiter(t, 1, time.Hour, cfgDur(0))
+	l := cfgLimiter(t, 1, time.Hour, new(time.Duration(0)))
 
 	rcProd := &rest.Config{Host: srvProd.URL}
 	require.NoError(t, l.ConfigureCluster("prod", rcProd))
@@ -348,7 +346,7 @@ func TestClientGoUnnamedLookupKeepsRegisteredName(t *testing.T) {
 	for _, tt := range lookups {
 		t.Run(tt.name, func(t *testing.T) {
 			srv.Reset()
-			l := cfgLimiter(t, 1, time.Hour, cfgDur(0))
+			l := cfgLimiter(t, 1, time.Hour, new(time.Duration(0)))
 			rc := &rest.Config{Host: srv.URL}
 			require.NoError(t, l.ConfigureCluster("prod", rc))
 			cs := cfgClientset(t, rc)
@@ -367,7 +365,7 @@ func TestClientGoUnnamedLookupKeepsRegisteredName(t *testing.T) {
 func TestClientGoConfigureTwiceAroundOpaqueWrapper(t *testing.T) {
 	srv := cfgServer(t)
 	obs := &cfgObserver{}
-	l := cfgLimiter(t, 2, time.Hour, cfgDur(0), k8sratelimit.WithObserver(obs))
+	l := cfgLimiter(t, 2, time.Hour, new(time.Duration(0)), k8sratelimit.WithObserver(obs))
 
 	var counter cfgCounter
 	rc := &rest.Config{Host: srv.URL}
@@ -405,7 +403,7 @@ func TestClientGoRateLimiterAdapter(t *testing.T) {
 
 	t.Run("Wait follows the maximum wait", func(t *testing.T) {
 		fc := clocktesting.NewFakeClock(time.Now())
-		l := cfgLimiter(t, 1, 400*time.Millisecond, cfgDur(100*time.Millisecond), k8sratelimit.WithClock(fc))
+		l := cfgLimiter(t, 1, 400*time.Millisecond, new(100*time.Millisecond), k8sratelimit.WithClock(fc))
 		rl, err := l.RateLimiter(&rest.Config{Host: srv.URL})
 		require.NoError(t, err)
 		require.NoError(t, rl.Wait(context.Background()))
@@ -424,7 +422,7 @@ func TestClientGoRateLimiterAdapter(t *testing.T) {
 
 	t.Run("Accept waits beyond the maximum wait", func(t *testing.T) {
 		fc := clocktesting.NewFakeClock(time.Now())
-		l := cfgLimiter(t, 1, 400*time.Millisecond, cfgDur(0), k8sratelimit.WithClock(fc))
+		l := cfgLimiter(t, 1, 400*time.Millisecond, new(time.Duration(0)), k8sratelimit.WithClock(fc))
 		rl, err := l.RateLimiter(&rest.Config{Host: srv.URL})
 		require.NoError(t, err)
 		rl.Accept()
@@ -438,7 +436,7 @@ func TestClientGoRateLimiterAdapter(t *testing.T) {
 	})
 
 	t.Run("as rest.Config.RateLimiter", func(t *testing.T) {
-		l := cfgLimiter(t, 1, time.Hour, cfgDur(0))
+		l := cfgLimiter(t, 1, time.Hour, new(time.Duration(0)))
 		rc := &rest.Config{Host: srv.URL}
 		rl, err := l.RateLimiter(rc)
 		require.NoError(t, err)
@@ -542,7 +540,7 @@ func TestClientGoPackageSetDefault(t *testing.T) {
 	// of one built from it.
 	t.Setenv(k8sratelimit.EnvLimit, "lots")
 
-	custom := cfgLimiter(t, 1, time.Hour, cfgDur(0))
+	custom := cfgLimiter(t, 1, time.Hour, new(time.Duration(0)))
 	k8sratelimit.SetDefault(custom)
 	d, err := k8sratelimit.Default()
 	require.NoError(t, err)

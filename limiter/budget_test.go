@@ -35,8 +35,6 @@ func window(limit int, span time.Duration) store.Policy {
 	return store.Policy{Strategy: store.StrategyWindow, Limit: limit, Timespan: span}
 }
 
-func dur(d time.Duration) *time.Duration { return &d }
-
 // waitAsync calls b.Wait(ctx) on a goroutine and returns its result.
 func waitAsync(ctx context.Context, b *limiter.Budget) <-chan error {
 	done := make(chan error, 1)
@@ -87,7 +85,7 @@ func TestWaitAdmitsThenDefers(t *testing.T) {
 }
 
 func TestMaxWaitFailsAtOnceAndReservesNothing(t *testing.T) {
-	b, clk := setup(t, window(1, 10*time.Second), limiter.Options{MaxWait: dur(5 * time.Second)})
+	b, clk := setup(t, window(1, 10*time.Second), limiter.Options{MaxWait: new(5 * time.Second)})
 	ctx := context.Background()
 	require.NoError(t, b.Wait(ctx))
 
@@ -109,7 +107,7 @@ func TestMaxWaitFailsAtOnceAndReservesNothing(t *testing.T) {
 }
 
 func TestMaxWaitZeroNeverWaits(t *testing.T) {
-	b, _ := setup(t, window(1, time.Minute), limiter.Options{MaxWait: dur(0)})
+	b, _ := setup(t, window(1, time.Minute), limiter.Options{MaxWait: new(time.Duration(0))})
 	require.NoError(t, b.Wait(context.Background()))
 	var rle *rlerrors.RateLimitExceededError
 	require.ErrorAs(t, b.Wait(context.Background()), &rle)
@@ -131,7 +129,7 @@ func TestDeadlineBeforeSlotFailsAtOnce(t *testing.T) {
 }
 
 func TestWithMaxWaitOverrides(t *testing.T) {
-	b, clk := setup(t, window(1, 10*time.Second), limiter.Options{MaxWait: dur(time.Second)})
+	b, clk := setup(t, window(1, 10*time.Second), limiter.Options{MaxWait: new(time.Second)})
 	ctx := context.Background()
 	require.NoError(t, b.Wait(ctx))
 
@@ -179,7 +177,7 @@ func TestCooldownMovesWaiters(t *testing.T) {
 }
 
 func TestCooldownBeyondMaxWaitFailsWaitersAtOnce(t *testing.T) {
-	b, clk := setup(t, window(1, 10*time.Second), limiter.Options{MaxWait: dur(15 * time.Second)})
+	b, clk := setup(t, window(1, 10*time.Second), limiter.Options{MaxWait: new(15 * time.Second)})
 	ctx := context.Background()
 	require.NoError(t, b.Wait(ctx))
 	done := waitAsync(ctx, b)
@@ -322,7 +320,7 @@ func (s *jitterStore) Reserve(ctx context.Context, key string, p store.Policy, r
 func TestConfiguredJitterReachesTheStore(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	js := &jitterStore{Store: memorystore.New(clk)}
-	l := limiter.New(js, limiter.Options{Policy: window(1, time.Hour), Clock: clk, Jitter: 5 * time.Second, MaxWait: dur(0)})
+	l := limiter.New(js, limiter.Options{Policy: window(1, time.Hour), Clock: clk, Jitter: 5 * time.Second, MaxWait: new(time.Duration(0))})
 	t.Cleanup(func() { l.Close() })
 	b := l.Budget(key, "test")
 	for range 20 {

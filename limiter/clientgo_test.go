@@ -115,8 +115,6 @@ func cgWindow(limit int, span time.Duration) store.Policy {
 	return store.Policy{Strategy: store.StrategyWindow, Limit: limit, Timespan: span}
 }
 
-func cgDur(d time.Duration) *time.Duration { return &d }
-
 // getPod is a counted request through the typed clientset.
 func (h *cgHarness) getPod(ctx context.Context, name string) error {
 	_, err := h.cs.CoreV1().Pods(cgNS).Get(ctx, name, metav1.GetOptions{})
@@ -442,7 +440,7 @@ func TestClientGoStreamingConnectionsAreExempt(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := cgNew(t, limiter.Options{Policy: cgWindow(1, time.Hour), MaxWait: cgDur(0)})
+			h := cgNew(t, limiter.Options{Policy: cgWindow(1, time.Hour), MaxWait: new(time.Duration(0))})
 			h.exhaust(t)
 			reserves := h.store.reserves.Load()
 
@@ -470,7 +468,7 @@ func TestClientGoStreamingConnectionsAreExempt(t *testing.T) {
 // Streaming requests are recognised by their path alone and by a streaming
 // protocol header alone; look-alikes are counted.
 func TestClientGoStreamingRecognisedByPathOrHeader(t *testing.T) {
-	h := cgNew(t, limiter.Options{Policy: cgWindow(1, time.Hour), MaxWait: cgDur(0)})
+	h := cgNew(t, limiter.Options{Policy: cgWindow(1, time.Hour), MaxWait: new(time.Duration(0))})
 	h.exhaust(t)
 
 	pods := "/api/v1/namespaces/default/pods"
@@ -539,7 +537,7 @@ func cgLeaseGetUpdate(t *testing.T, h *cgHarness) {
 // during a cooldown set by hand or by a 429.
 func TestClientGoLeasesAreExempt(t *testing.T) {
 	t.Run("exhausted budget", func(t *testing.T) {
-		h := cgNew(t, limiter.Options{Policy: cgWindow(1, time.Hour), MaxWait: cgDur(0)})
+		h := cgNew(t, limiter.Options{Policy: cgWindow(1, time.Hour), MaxWait: new(time.Duration(0))})
 		h.exhaust(t)
 		reserves := h.store.reserves.Load()
 		cgLeaseGetUpdate(t, h)
@@ -547,7 +545,7 @@ func TestClientGoLeasesAreExempt(t *testing.T) {
 	})
 
 	t.Run("cooldown", func(t *testing.T) {
-		h := cgNew(t, limiter.Options{Policy: cgWindow(100, time.Hour), MaxWait: cgDur(0), Adaptive: true})
+		h := cgNew(t, limiter.Options{Policy: cgWindow(100, time.Hour), MaxWait: new(time.Duration(0)), Adaptive: true})
 		left, err := h.budget.SetCooldown(context.Background(), time.Hour)
 		require.NoError(t, err)
 		require.Equal(t, time.Hour, left.Round(time.Minute))
@@ -556,7 +554,7 @@ func TestClientGoLeasesAreExempt(t *testing.T) {
 	})
 
 	t.Run("cooldown from a 429", func(t *testing.T) {
-		h := cgNew(t, limiter.Options{Policy: cgWindow(100, time.Hour), MaxWait: cgDur(0), Adaptive: true})
+		h := cgNew(t, limiter.Options{Policy: cgWindow(100, time.Hour), MaxWait: new(time.Duration(0)), Adaptive: true})
 		cgThrottleOnce(h.srv, "/namespaces", http.StatusTooManyRequests, http.Header{"Retry-After": {"600"}})
 		resp, _, err := h.rawGet(context.Background(), "/api/v1/namespaces", nil)
 		require.NoError(t, err)
@@ -569,7 +567,7 @@ func TestClientGoLeasesAreExempt(t *testing.T) {
 	})
 
 	t.Run("leader election", func(t *testing.T) {
-		h := cgNew(t, limiter.Options{Policy: cgWindow(1, time.Hour), MaxWait: cgDur(0), Adaptive: true})
+		h := cgNew(t, limiter.Options{Policy: cgWindow(1, time.Hour), MaxWait: new(time.Duration(0)), Adaptive: true})
 		h.exhaust(t)
 		_, err := h.budget.SetCooldown(context.Background(), time.Hour)
 		require.NoError(t, err)
@@ -610,7 +608,7 @@ func TestClientGoLeasesAreExempt(t *testing.T) {
 
 // A watch takes one slot when it is opened, however long it streams.
 func TestClientGoWatchCountsOnce(t *testing.T) {
-	h := cgNew(t, limiter.Options{Policy: cgWindow(2, time.Hour), MaxWait: cgDur(0)})
+	h := cgNew(t, limiter.Options{Policy: cgWindow(2, time.Hour), MaxWait: new(time.Duration(0))})
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -645,7 +643,7 @@ func TestClientGoWatchCountsOnce(t *testing.T) {
 // typed error that survives the clientset, and nothing is sent.
 func TestClientGoMaxWaitTypedError(t *testing.T) {
 	fc := clocktesting.NewFakeClock(time.Now())
-	h := cgNew(t, limiter.Options{Policy: cgWindow(1, time.Hour), MaxWait: cgDur(100 * time.Millisecond), Clock: fc})
+	h := cgNew(t, limiter.Options{Policy: cgWindow(1, time.Hour), MaxWait: new(100 * time.Millisecond), Clock: fc})
 
 	require.NoError(t, h.call(t, context.Background(), "first"))
 	err := h.call(t, context.Background(), "second")
@@ -714,7 +712,7 @@ func TestClientGoPerRequestOverrides(t *testing.T) {
 
 	t.Run("WithMaxWait longer than the default", func(t *testing.T) {
 		fc := clocktesting.NewFakeClock(time.Now())
-		h := cgNew(t, limiter.Options{Policy: cgWindow(1, 400*time.Millisecond), MaxWait: cgDur(0), Clock: fc})
+		h := cgNew(t, limiter.Options{Policy: cgWindow(1, 400*time.Millisecond), MaxWait: new(time.Duration(0)), Clock: fc})
 		require.NoError(t, h.call(t, context.Background(), "first"))
 		cgRLE(t, h.call(t, context.Background(), "refused"))
 
@@ -728,7 +726,7 @@ func TestClientGoPerRequestOverrides(t *testing.T) {
 	})
 
 	t.Run("WithoutLimit", func(t *testing.T) {
-		h := cgNew(t, limiter.Options{Policy: cgWindow(1, time.Hour), MaxWait: cgDur(0)})
+		h := cgNew(t, limiter.Options{Policy: cgWindow(1, time.Hour), MaxWait: new(time.Duration(0))})
 		h.exhaust(t)
 		reserves := h.store.reserves.Load()
 
@@ -764,7 +762,7 @@ func TestClientGoReflectorBacksOff(t *testing.T) {
 
 	t.Run("list", func(t *testing.T) {
 		t.Parallel()
-		h := cgNew(t, limiter.Options{Policy: cgWindow(1, time.Hour), MaxWait: cgDur(0)})
+		h := cgNew(t, limiter.Options{Policy: cgWindow(1, time.Hour), MaxWait: new(time.Duration(0))})
 		h.exhaust(t)
 		rejected := h.obs.rejected.Load()
 
@@ -801,7 +799,7 @@ func TestClientGoReflectorBacksOff(t *testing.T) {
 
 	t.Run("informer factory", func(t *testing.T) {
 		t.Parallel()
-		h := cgNew(t, limiter.Options{Policy: cgWindow(1, time.Hour), MaxWait: cgDur(0)})
+		h := cgNew(t, limiter.Options{Policy: cgWindow(1, time.Hour), MaxWait: new(time.Duration(0))})
 		h.exhaust(t)
 		rejected := h.obs.rejected.Load()
 
@@ -937,7 +935,7 @@ func TestClientGoAdaptiveCooldown(t *testing.T) {
 // A cooldown longer than the maximum wait fails the next request at once,
 // telling it when the cooldown ends.
 func TestClientGoCooldownBeyondMaxWait(t *testing.T) {
-	h := cgNew(t, limiter.Options{Policy: cgWindow(100, time.Hour), Adaptive: true, MaxWait: cgDur(200 * time.Millisecond)})
+	h := cgNew(t, limiter.Options{Policy: cgWindow(100, time.Hour), Adaptive: true, MaxWait: new(200 * time.Millisecond)})
 	cgThrottleOnce(h.srv, "/namespaces", http.StatusTooManyRequests, http.Header{"Retry-After": {"5"}})
 	resp, _, err := h.rawGet(context.Background(), "/api/v1/namespaces", nil)
 	require.NoError(t, err)

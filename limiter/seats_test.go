@@ -280,7 +280,7 @@ func TestFailedRoundTripFreesItsSeat(t *testing.T) {
 }
 
 func TestSeatWaitBeyondMaxWait(t *testing.T) {
-	rt, srv, b, clk := seated(t, limiter.Concurrency{Fixed: 1}, limiter.Options{MaxWait: dur(time.Second)})
+	rt, srv, b, clk := seated(t, limiter.Concurrency{Fixed: 1}, limiter.Options{MaxWait: new(time.Second)})
 	hold := send(context.Background(), rt, "/first")
 	holder := srv.next(t)
 
@@ -312,7 +312,7 @@ func TestSeatWaitBeyondMaxWait(t *testing.T) {
 }
 
 func TestCooldownLongerThanMaxWaitRefusesSeatWaitAtOnce(t *testing.T) {
-	rt, srv, b, _ := seated(t, limiter.Concurrency{Fixed: 1}, limiter.Options{MaxWait: dur(time.Second)})
+	rt, srv, b, _ := seated(t, limiter.Concurrency{Fixed: 1}, limiter.Options{MaxWait: new(time.Second)})
 	hold := send(context.Background(), rt, "/first")
 	holder := srv.next(t)
 	_, err := b.SetCooldown(context.Background(), 5*time.Second)
