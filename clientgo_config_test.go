@@ -32,7 +32,6 @@ import (
 	rlerrors "github.com/k8sratelimit/k8sratelimit/errors"
 	"github.com/k8sratelimit/k8sratelimit/internal/apisim"
 	"github.com/k8sratelimit/k8sratelimit/internal/harness"
-	"github.com/k8sratelimit/k8sratelimit/limiter"
 )
 
 // cfgLimiter returns an enabled limiter of limit requests per span, with
@@ -46,8 +45,6 @@ func cfgLimiter(t *testing.T, limit int, span time.Duration, maxWait *time.Durat
 	t.Cleanup(func() { _ = l.Close() })
 	return l
 }
-
-func cfgDur(d time.Duration) *time.Duration { return &d }
 
 func cfgServer(t *testing.T) *apisim.Server {
 	t.Helper()
@@ -68,13 +65,6 @@ func cfgGet(cs kubernetes.Interface, name string) error {
 	return err
 }
 
-func cfgRLE(t *testing.T, err error) *rlerrors.RateLimitExceededError {
-	t.Helper()
-	var rle *rlerrors.RateLimitExceededError
-	require.ErrorAs(t, err, &rle)
-	return rle
-}
-
 // cfgAPIServer is the normalised API server of a URL.
 func cfgAPIServer(t *testing.T, u string) string {
 	t.Helper()
@@ -93,19 +83,6 @@ func (c *cfgCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 	})
 }
 
-// cfgObserver counts admitted requests.
-type cfgObserver struct {
-	limiter.NopObserver
-	admitted atomic.Int32
-}
-
-func (o *cfgObserver) Admitted(string, string, time.Duration, limiter.WaitReason) { o.admitted.Add(1) }
-
-func cfgSettle(t *testing.T, cond func() bool, msg string) {
-	t.Helper()
-	require.Eventually(t, cond, 5*time.Second, time.Millisecond, msg)
-}
-
 // ---------------------------------------------------------------------------
 // Budget identity
 
@@ -113,7 +90,7 @@ func cfgSettle(t *testing.T, cond func() bool, msg string) {
 // share one budget.
 func TestClientGoOneBudgetAcrossCredentials(t *testing.T) {
 	srv := cfgServer(t)
-	l := cfgLimiter(t, 1, time.Hour, cfgDur(0))
+	l := cfgLimiter(t, 1, time.Hour, new(time.Duration(0)))
 
 	rcA := &rest.Config{Host: srv.URL, BearerToken: "token-a"}
 	rcB := &rest.Config{Host: srv.URL, BearerToken: "token-b", UserAgent: "another-agent"}
@@ -121,7 +98,7 @@ func TestClientGoOneBudgetAcrossCredentials(t *testing.T) {
 	require.NoError(t, l.Configure(rcB))
 
 	require.NoError(t, cfgGet(cfgClientset(t, rcA), "a"))
-	rle := cfgRLE(t, cfgGet(cfgClientset(t, rcB), "b"))
+	rle := harness.RateLimitExceeded(t, cfgGet(cfgClientset(t, rcB), "b"))
 	assert.Equal(t, cluster.Key(k8sratelimit.DefaultOwner, cfgAPIServer(t, srv.URL)), rle.Key)
 
 	reqs := srv.Requests()
@@ -164,7 +141,7 @@ func cfgPrefixProxy(t *testing.T, srv *apisim.Server) (*httptest.Server, func(na
 func TestClientGoSeparateBudgetsPerPathPrefix(t *testing.T) {
 	srv := cfgServer(t)
 	proxy, count := cfgPrefixProxy(t, srv)
-	l := cfgLimiter(t, 1, time.Hour, cfgDur(0))
+	l := cfgLimiter(t, 1, time.Hour, new(time.Duration(0)))
 
 	rcA := &rest.Config{Host: proxy.URL + "/k8s/clusters/a"}
 	rcB := &rest.Config{Host: proxy.URL + "/k8s/clusters/b"}
@@ -175,8 +152,8 @@ func TestClientGoSeparateBudgetsPerPathPrefix(t *testing.T) {
 	require.NoError(t, cfgGet(csA, "x"))
 	require.NoError(t, cfgGet(csB, "x"), "b has a budget of its own")
 
-	rleA := cfgRLE(t, cfgGet(csA, "y"))
-	rleB := cfgRLE(t, cfgGet(csB, "y"))
+	rleA := harness.RateLimitExceeded(t, cfgGet(csA, "y"))
+	rleB := harness.RateLimitExceeded(t, cfgGet(csB, "y"))
 	assert.Equal(t, cluster.Key(k8sratelimit.DefaultOwner, cfgAPIServer(t, proxy.URL)+"/k8s/clusters/a"), rleA.Key)
 	assert.Equal(t, cluster.Key(k8sratelimit.DefaultOwner, cfgAPIServer(t, proxy.URL)+"/k8s/clusters/b"), rleB.Key)
 	assert.Equal(t, 1, count("a"))
@@ -190,8 +167,8 @@ func TestClientGoSeparateBudgetsPerPathPrefix(t *testing.T) {
 // Configuring one rest.Config twice counts each request once.
 func TestClientGoConfigureTwiceCountsOnce(t *testing.T) {
 	srv := cfgServer(t)
-	obs := &cfgObserver{}
-	l := cfgLimiter(t, 2, time.Hour, cfgDur(0), k8sratelimit.WithObserver(obs))
+	obs := &harness.Observer{}
+	l := cfgLimiter(t, 2, time.Hour, new(time.Duration(0)), k8sratelimit.WithObserver(obs))
 
 	rc := &rest.Config{Host: srv.URL}
 	require.NoError(t, l.Configure(rc))
@@ -200,9 +177,9 @@ func TestClientGoConfigureTwiceCountsOnce(t *testing.T) {
 	cs := cfgClientset(t, rc)
 
 	require.NoError(t, cfgGet(cs, "one"))
-	assert.Equal(t, int32(1), obs.admitted.Load(), "one request, one slot")
+	assert.Equal(t, int32(1), obs.Admits.Load(), "one request, one slot")
 	require.NoError(t, cfgGet(cs, "two"), "the first request took one slot, not two")
-	cfgRLE(t, cfgGet(cs, "three"))
+	harness.RateLimitExceeded(t, cfgGet(cs, "three"))
 	assert.Len(t, srv.Requests(), 2)
 }
 
@@ -210,7 +187,7 @@ func TestClientGoConfigureTwiceCountsOnce(t *testing.T) {
 // requests the limiter lets through.
 func TestClientGoConfigureKeepsExistingWrapper(t *testing.T) {
 	srv := cfgServer(t)
-	l := cfgLimiter(t, 1, time.Hour, cfgDur(0))
+	l := cfgLimiter(t, 1, time.Hour, new(time.Duration(0)))
 
 	var counter cfgCounter
 	rc := &rest.Config{Host: srv.URL, WrapTransport: counter.wrap}
@@ -219,7 +196,7 @@ func TestClientGoConfigureKeepsExistingWrapper(t *testing.T) {
 
 	require.NoError(t, cfgGet(cs, "one"))
 	assert.Equal(t, int32(1), counter.n.Load(), "the existing wrapper saw the request")
-	cfgRLE(t, cfgGet(cs, "two")) // the limiter is in place too
+	harness.RateLimitExceeded(t, cfgGet(cs, "two")) // the limiter is in place too
 	assert.Equal(t, 1, srv.Count("/pods/one"))
 }
 
@@ -307,7 +284,7 @@ func TestClientGoDisabledLeavesConfigUntouched(t *testing.T) {
 // Errors name the registered cluster, or the normalised API server.
 func TestClientGoClusterNameInErrors(t *testing.T) {
 	srvProd, srvOther := cfgServer(t), cfgServer(t)
-	l := cfgLimiter(t, 1, time.Hour, cfgDur(0))
+	l := cfgLimiter(t, 1, time.Hour, new(time.Duration(0)))
 
 	rcProd := &rest.Config{Host: srvProd.URL}
 	require.NoError(t, l.ConfigureCluster("prod", rcProd))
@@ -318,11 +295,11 @@ func TestClientGoClusterNameInErrors(t *testing.T) {
 	require.NoError(t, cfgGet(csProd, "x"))
 	require.NoError(t, cfgGet(csOther, "x"))
 
-	rle := cfgRLE(t, cfgGet(csProd, "y"))
+	rle := harness.RateLimitExceeded(t, cfgGet(csProd, "y"))
 	assert.Equal(t, "prod", rle.Cluster)
 	assert.Contains(t, rle.Error(), `"prod"`)
 
-	rle = cfgRLE(t, cfgGet(csOther, "y"))
+	rle = harness.RateLimitExceeded(t, cfgGet(csOther, "y"))
 	assert.Equal(t, srvOther.URL, rle.Cluster, "apisim's URL is already normal: http://127.0.0.1:PORT")
 	assert.Equal(t, cfgAPIServer(t, srvOther.URL), rle.Cluster)
 }
@@ -348,15 +325,15 @@ func TestClientGoUnnamedLookupKeepsRegisteredName(t *testing.T) {
 	for _, tt := range lookups {
 		t.Run(tt.name, func(t *testing.T) {
 			srv.Reset()
-			l := cfgLimiter(t, 1, time.Hour, cfgDur(0))
+			l := cfgLimiter(t, 1, time.Hour, new(time.Duration(0)))
 			rc := &rest.Config{Host: srv.URL}
 			require.NoError(t, l.ConfigureCluster("prod", rc))
 			cs := cfgClientset(t, rc)
 			require.NoError(t, cfgGet(cs, "x"))
-			require.Equal(t, "prod", cfgRLE(t, cfgGet(cs, "y")).Cluster)
+			require.Equal(t, "prod", harness.RateLimitExceeded(t, cfgGet(cs, "y")).Cluster)
 
 			require.NoError(t, tt.lookup(l, rc))
-			assert.Equal(t, "prod", cfgRLE(t, cfgGet(cs, "z")).Cluster)
+			assert.Equal(t, "prod", harness.RateLimitExceeded(t, cfgGet(cs, "z")).Cluster)
 		})
 	}
 }
@@ -366,8 +343,8 @@ func TestClientGoUnnamedLookupKeepsRegisteredName(t *testing.T) {
 // utilnet.RoundTripperWrapper) was added in between.
 func TestClientGoConfigureTwiceAroundOpaqueWrapper(t *testing.T) {
 	srv := cfgServer(t)
-	obs := &cfgObserver{}
-	l := cfgLimiter(t, 2, time.Hour, cfgDur(0), k8sratelimit.WithObserver(obs))
+	obs := &harness.Observer{}
+	l := cfgLimiter(t, 2, time.Hour, new(time.Duration(0)), k8sratelimit.WithObserver(obs))
 
 	var counter cfgCounter
 	rc := &rest.Config{Host: srv.URL}
@@ -378,7 +355,7 @@ func TestClientGoConfigureTwiceAroundOpaqueWrapper(t *testing.T) {
 
 	require.NoError(t, cfgGet(cs, "one"))
 	assert.Equal(t, int32(1), counter.n.Load())
-	assert.Equal(t, int32(1), obs.admitted.Load(), "one request, one slot")
+	assert.Equal(t, int32(1), obs.Admits.Load(), "one request, one slot")
 	assert.NoError(t, cfgGet(cs, "two"), "the first request took one slot, not two")
 }
 
@@ -405,18 +382,18 @@ func TestClientGoRateLimiterAdapter(t *testing.T) {
 
 	t.Run("Wait follows the maximum wait", func(t *testing.T) {
 		fc := clocktesting.NewFakeClock(time.Now())
-		l := cfgLimiter(t, 1, 400*time.Millisecond, cfgDur(100*time.Millisecond), k8sratelimit.WithClock(fc))
+		l := cfgLimiter(t, 1, 400*time.Millisecond, new(100*time.Millisecond), k8sratelimit.WithClock(fc))
 		rl, err := l.RateLimiter(&rest.Config{Host: srv.URL})
 		require.NoError(t, err)
 		require.NoError(t, rl.Wait(context.Background()))
-		rle := cfgRLE(t, rl.Wait(context.Background()))
+		rle := harness.RateLimitExceeded(t, rl.Wait(context.Background()))
 		assert.Equal(t, 400*time.Millisecond, rle.RetryAfter())
 		assert.Equal(t, 100*time.Millisecond, rle.MaxWait)
 
 		// Within the maximum wait, Wait waits for the slot.
 		fc.Step(350 * time.Millisecond)
 		done := harness.Async(func() error { return rl.Wait(context.Background()) })
-		cfgSettle(t, func() bool { return fc.Waiters() == 1 }, "Wait waits")
+		harness.Settle(t, func() bool { return fc.Waiters() == 1 }, "Wait waits")
 		harness.Pending(t, done)
 		fc.Step(50 * time.Millisecond)
 		assert.NoError(t, harness.Result(t, done))
@@ -424,21 +401,21 @@ func TestClientGoRateLimiterAdapter(t *testing.T) {
 
 	t.Run("Accept waits beyond the maximum wait", func(t *testing.T) {
 		fc := clocktesting.NewFakeClock(time.Now())
-		l := cfgLimiter(t, 1, 400*time.Millisecond, cfgDur(0), k8sratelimit.WithClock(fc))
+		l := cfgLimiter(t, 1, 400*time.Millisecond, new(time.Duration(0)), k8sratelimit.WithClock(fc))
 		rl, err := l.RateLimiter(&rest.Config{Host: srv.URL})
 		require.NoError(t, err)
 		rl.Accept()
 		done := harness.Async(func() error { rl.Accept(); return nil })
-		cfgSettle(t, func() bool { return fc.Waiters() == 1 }, "Accept blocks")
+		harness.Settle(t, func() bool { return fc.Waiters() == 1 }, "Accept blocks")
 		fc.Step(399 * time.Millisecond)
-		cfgSettle(t, func() bool { return fc.Waiters() == 1 }, "Accept still blocks")
+		harness.Settle(t, func() bool { return fc.Waiters() == 1 }, "Accept still blocks")
 		harness.Pending(t, done)
 		fc.Step(time.Millisecond)
 		assert.NoError(t, harness.Result(t, done))
 	})
 
 	t.Run("as rest.Config.RateLimiter", func(t *testing.T) {
-		l := cfgLimiter(t, 1, time.Hour, cfgDur(0))
+		l := cfgLimiter(t, 1, time.Hour, new(time.Duration(0)))
 		rc := &rest.Config{Host: srv.URL}
 		rl, err := l.RateLimiter(rc)
 		require.NoError(t, err)
@@ -446,7 +423,7 @@ func TestClientGoRateLimiterAdapter(t *testing.T) {
 		cs := cfgClientset(t, rc)
 		require.NoError(t, cfgGet(cs, "adapter-one"))
 		err = cfgGet(cs, "adapter-two")
-		cfgRLE(t, err)
+		harness.RateLimitExceeded(t, err)
 		assert.True(t, apierrors.IsTooManyRequests(err))
 		assert.Equal(t, 0, srv.Count("/pods/adapter-two"))
 	})
@@ -462,13 +439,13 @@ func TestClientGoRateLimiterAdapter(t *testing.T) {
 
 		require.NoError(t, rl1.Wait(context.Background()))
 		w1 := harness.Async(func() error { return rl1.Wait(context.Background()) })
-		cfgSettle(t, func() bool { return fc.Waiters() == 1 }, "rl1 waits")
+		harness.Settle(t, func() bool { return fc.Waiters() == 1 }, "rl1 waits")
 		w2 := harness.Async(func() error { return rl2.Wait(context.Background()) })
-		cfgSettle(t, func() bool { return fc.Waiters() == 2 }, "rl2 waits")
+		harness.Settle(t, func() bool { return fc.Waiters() == 2 }, "rl2 waits")
 
 		rl1.Stop()
 		assert.ErrorIs(t, harness.Result(t, w1), rlerrors.ErrClosed)
-		cfgSettle(t, func() bool { return fc.Waiters() == 1 }, "only rl1's waiter left")
+		harness.Settle(t, func() bool { return fc.Waiters() == 1 }, "only rl1's waiter left")
 		harness.Pending(t, w2)
 
 		assert.False(t, rl1.TryAccept())
@@ -509,7 +486,7 @@ func TestClientGoPackageConfigureFromEnvironment(t *testing.T) {
 	for i := range 3 {
 		require.NoError(t, cfgGet(cs, fmt.Sprint(i)))
 	}
-	cfgRLE(t, cfgGet(cs, "fourth"))
+	harness.RateLimitExceeded(t, cfgGet(cs, "fourth"))
 	assert.Len(t, srv.Requests(), 3)
 }
 
@@ -542,7 +519,7 @@ func TestClientGoPackageSetDefault(t *testing.T) {
 	// of one built from it.
 	t.Setenv(k8sratelimit.EnvLimit, "lots")
 
-	custom := cfgLimiter(t, 1, time.Hour, cfgDur(0))
+	custom := cfgLimiter(t, 1, time.Hour, new(time.Duration(0)))
 	k8sratelimit.SetDefault(custom)
 	d, err := k8sratelimit.Default()
 	require.NoError(t, err)
@@ -552,7 +529,7 @@ func TestClientGoPackageSetDefault(t *testing.T) {
 	require.NoError(t, k8sratelimit.Configure(rc))
 	cs := cfgClientset(t, rc)
 	require.NoError(t, cfgGet(cs, "one"))
-	cfgRLE(t, cfgGet(cs, "two"))
+	harness.RateLimitExceeded(t, cfgGet(cs, "two"))
 
 	// SetDefault(nil) forgets it: the next Default reads the environment.
 	k8sratelimit.SetDefault(nil)

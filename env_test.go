@@ -13,8 +13,6 @@ import (
 	rlerrors "github.com/k8sratelimit/k8sratelimit/errors"
 )
 
-func dur(d time.Duration) *time.Duration { return &d }
-
 // withDefaults returns DefaultConfig changed by f.
 func withDefaults(f func(c *Config)) Config {
 	c := DefaultConfig()
@@ -69,15 +67,15 @@ func TestLoadConfigAccepts(t *testing.T) {
 		{"KUBERNETES_RATELIMIT_ADAPTIVE=off", withDefaults(func(c *Config) { c.Adaptive = false })},
 		{"KUBERNETES_RATELIMIT_ADAPTIVE=Yes", DefaultConfig()},
 		// MAX_WAIT
-		{"KUBERNETES_RATELIMIT_MAX_WAIT=0", withDefaults(func(c *Config) { c.MaxWait = dur(0) })},
-		{"KUBERNETES_RATELIMIT_MAX_WAIT=2000", withDefaults(func(c *Config) { c.MaxWait = dur(2 * time.Second) })},
-		{"KUBERNETES_RATELIMIT_MAX_WAIT=2s", withDefaults(func(c *Config) { c.MaxWait = dur(2 * time.Second) })},
-		{"KUBERNETES_RATELIMIT_MAX_WAIT=1500ms", withDefaults(func(c *Config) { c.MaxWait = dur(1500 * time.Millisecond) })},
-		{"KUBERNETES_RATELIMIT_MAX_WAIT=1m", withDefaults(func(c *Config) { c.MaxWait = dur(time.Minute) })},
-		{"KUBERNETES_RATELIMIT_MAX_WAIT=0s", withDefaults(func(c *Config) { c.MaxWait = dur(0) })},
-		{"KUBERNETES_RATELIMIT_MAX_WAIT=24h", withDefaults(func(c *Config) { c.MaxWait = dur(24 * time.Hour) })},
-		{"KUBERNETES_RATELIMIT_MAX_WAIT=86400000", withDefaults(func(c *Config) { c.MaxWait = dur(24 * time.Hour) })},
-		{"KUBERNETES_RATELIMIT_MAX_WAIT=1h30m", withDefaults(func(c *Config) { c.MaxWait = dur(90 * time.Minute) })},
+		{"KUBERNETES_RATELIMIT_MAX_WAIT=0", withDefaults(func(c *Config) { c.MaxWait = new(time.Duration(0)) })},
+		{"KUBERNETES_RATELIMIT_MAX_WAIT=2000", withDefaults(func(c *Config) { c.MaxWait = new(2 * time.Second) })},
+		{"KUBERNETES_RATELIMIT_MAX_WAIT=2s", withDefaults(func(c *Config) { c.MaxWait = new(2 * time.Second) })},
+		{"KUBERNETES_RATELIMIT_MAX_WAIT=1500ms", withDefaults(func(c *Config) { c.MaxWait = new(1500 * time.Millisecond) })},
+		{"KUBERNETES_RATELIMIT_MAX_WAIT=1m", withDefaults(func(c *Config) { c.MaxWait = new(time.Minute) })},
+		{"KUBERNETES_RATELIMIT_MAX_WAIT=0s", withDefaults(func(c *Config) { c.MaxWait = new(time.Duration(0)) })},
+		{"KUBERNETES_RATELIMIT_MAX_WAIT=24h", withDefaults(func(c *Config) { c.MaxWait = new(24 * time.Hour) })},
+		{"KUBERNETES_RATELIMIT_MAX_WAIT=86400000", withDefaults(func(c *Config) { c.MaxWait = new(24 * time.Hour) })},
+		{"KUBERNETES_RATELIMIT_MAX_WAIT=1h30m", withDefaults(func(c *Config) { c.MaxWait = new(90 * time.Minute) })},
 		// JITTER
 		{"KUBERNETES_RATELIMIT_JITTER=250", withDefaults(func(c *Config) { c.Jitter = 250 * time.Millisecond })},
 		{"KUBERNETES_RATELIMIT_JITTER=250ms", withDefaults(func(c *Config) { c.Jitter = 250 * time.Millisecond })},
@@ -175,7 +173,7 @@ func TestDescribe(t *testing.T) {
 	}
 
 	c := withDefaults(func(c *Config) {
-		c.Timespan, c.MaxWait, c.Jitter, c.Strategy, c.Burst = 24*time.Hour, dur(90*time.Minute), 250*time.Millisecond, StrategyLinear, 5
+		c.Timespan, c.MaxWait, c.Jitter, c.Strategy, c.Burst = 24*time.Hour, new(90*time.Minute), 250*time.Millisecond, StrategyLinear, 5
 	})
 	assert.Equal(t, "day", c.Describe()[2][1])
 	assert.Equal(t, "1h30m0s", c.Describe()[4][1])

@@ -5,10 +5,8 @@ package k8sratelimit_test
 // what it does.
 
 import (
-	"bufio"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -21,24 +19,22 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/go-logr/logr/funcr"
 	"github.com/redis/go-redis/v9"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/k8sratelimit/k8sratelimit"
+	"github.com/k8sratelimit/k8sratelimit/internal/childproc"
 	"github.com/k8sratelimit/k8sratelimit/internal/decided"
 	"github.com/k8sratelimit/k8sratelimit/store"
 	"github.com/k8sratelimit/k8sratelimit/store/redisstore"
 )
 
-// The chaos child's settings, besides childAPI and the
-// KUBERNETES_RATELIMIT_* configuration.
-const (
-	chaosEnv     = "K8SRATELIMIT_TEST_CHAOS" // its name; set: run as a chaos child
-	chaosWorkers = "K8SRATELIMIT_TEST_CHAOS_WORKERS"
-)
+// chaosEnv is a chaos child's name; set: run as a chaos child. Its other
+// settings are childAPI, childWorkers and the KUBERNETES_RATELIMIT_*
+// configuration.
+const chaosEnv = "K8SRATELIMIT_TEST_CHAOS"
 
 const (
 	// storeTimeout is the Redis store's default call timeout, which the
@@ -63,46 +59,44 @@ const (
 // goroutines before and after ("goroutines"). It exits 2 when it cannot
 // start.
 func runChaosChild() int {
-	fail := func(err error) int { fmt.Fprintln(os.Stderr, "chaos child:", err); return 2 }
 	before := runtime.NumGoroutine()
 	cfg, err := k8sratelimit.LoadConfig(os.Environ())
 	if err != nil {
-		return fail(err)
+		return childproc.Fail(err)
 	}
-	logger := funcr.New(func(prefix, args string) { fmt.Fprintln(os.Stderr, prefix, args) }, funcr.Options{})
-	var out lines
+	logger := childproc.Logger()
+	var out childproc.Report
 	rs, err := redisstore.NewFromURL(cfg.RedisURL.Reveal(), redisstore.Options{
 		Failure: cfg.StoreFailure,
 		Logger:  logger,
 		OnEvent: func(e store.Event) {
 			if e.Type == store.EventDown || e.Type == store.EventUp {
-				out.add("event %s %d", e.Type, time.Now().UnixNano())
+				out.Add("event %s %d", e.Type, time.Now().UnixNano())
 			}
 		},
 	})
 	if err != nil {
-		return fail(err)
+		return childproc.Fail(err)
 	}
 	var decisions decided.Recorder
 	ts := timedStore{decidingStore: decidingStore{Store: rs, decisions: &decisions}, out: &out}
 	lim, err := k8sratelimit.New(cfg, k8sratelimit.WithLogger(logger), k8sratelimit.WithStore(ts))
 	if err != nil {
-		return fail(err)
+		return childproc.Fail(err)
 	}
 	// A transport of its own, so that its idle connections can be closed
 	// before the goroutines are counted.
 	tr := &http.Transport{}
 	rc := &rest.Config{Host: os.Getenv(childAPI), UserAgent: os.Getenv(chaosEnv), Transport: tr}
 	if err := lim.Configure(rc); err != nil {
-		return fail(err)
+		return childproc.Fail(err)
 	}
 	cs, err := kubernetes.NewForConfig(rc)
 	if err != nil {
-		return fail(err)
+		return childproc.Fail(err)
 	}
-	stop := make(chan struct{})
-	go func() { _, _ = io.Copy(io.Discard, os.Stdin); close(stop) }()
-	workers, _ := strconv.Atoi(os.Getenv(chaosWorkers))
+	stop := childproc.Stopped()
+	workers, _ := strconv.Atoi(os.Getenv(childWorkers))
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
@@ -116,22 +110,22 @@ func runChaosChild() int {
 				_, err := cs.CoreV1().Namespaces().List(context.Background(), metav1.ListOptions{})
 				to := time.Now()
 				if err != nil {
-					out.add("req %d %d err %t %q", from.UnixNano(), to.UnixNano(), wrapsRedisError(err), err.Error())
+					out.Add("req %d %d err %t %q", from.UnixNano(), to.UnixNano(), wrapsRedisError(err), err.Error())
 					// Back off before trying again, as a controller's
 					// work queue does, rather than spin on a refusal.
 					time.Sleep(retryAfterFailure)
 				} else {
-					out.add("req %d %d ok", from.UnixNano(), to.UnixNano())
+					out.Add("req %d %d ok", from.UnixNano(), to.UnixNano())
 				}
 			}
 		})
 	}
 	wg.Wait()
 	if err := lim.Close(); err != nil {
-		return fail(err)
+		return childproc.Fail(err)
 	}
 	if err := rs.Close(); err != nil {
-		return fail(err)
+		return childproc.Fail(err)
 	}
 	tr.CloseIdleConnections()
 	// Goroutines that were told to end take a moment to return: poll, for
@@ -144,34 +138,10 @@ func runChaosChild() int {
 	if after > before {
 		_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
 	}
-	for _, d := range decisions.Spans() {
-		out.add("decided %d %d", d.From.UnixNano(), d.To.UnixNano())
-	}
-	out.add("goroutines %d %d", before, after)
-	out.print()
+	out.Decisions(decisions.Spans())
+	out.Add("goroutines %d %d", before, after)
+	out.Print()
 	return 0
-}
-
-// lines collects a child's report; it is safe for concurrent use.
-type lines struct {
-	mu  sync.Mutex
-	all []string
-}
-
-func (l *lines) add(format string, args ...any) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.all = append(l.all, fmt.Sprintf(format, args...))
-}
-
-func (l *lines) print() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	w := bufio.NewWriter(os.Stdout)
-	for _, s := range l.all {
-		fmt.Fprintln(w, s)
-	}
-	_ = w.Flush()
 }
 
 // wrapsRedisError reports whether err wraps the Redis store's refusal,
@@ -195,12 +165,12 @@ func wrapsRedisError(err error) bool {
 // decidingStore does and reports every call slower than slowCall.
 type timedStore struct {
 	decidingStore
-	out *lines
+	out *childproc.Report
 }
 
 func (s timedStore) timed(kind string, from time.Time) {
 	if to := time.Now(); to.Sub(from) >= slowCall {
-		s.out.add("call %s %d %d", kind, from.UnixNano(), to.UnixNano())
+		s.out.Add("call %s %d %d", kind, from.UnixNano(), to.UnixNano())
 	}
 }
 

@@ -10,14 +10,9 @@ package k8sratelimit_test
 // back, and nothing is left running once a process closes its limiter.
 
 import (
-	"bufio"
 	"fmt"
-	"io"
-	"os"
-	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -25,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/k8sratelimit/k8sratelimit/internal/apisim"
+	"github.com/k8sratelimit/k8sratelimit/internal/childproc"
 	"github.com/k8sratelimit/k8sratelimit/internal/decided"
 	"github.com/k8sratelimit/k8sratelimit/internal/redistest"
 	"github.com/k8sratelimit/k8sratelimit/store"
@@ -38,10 +34,7 @@ const (
 
 // chaosChild is one chaos child process and, once it ended, its report.
 type chaosChild struct {
-	name  string
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	out   strings.Builder
+	*childproc.Process
 
 	requests  []chaosRequest
 	decisions []decided.Span
@@ -72,20 +65,11 @@ type chaosEvent struct {
 // sending requests to api, the budget's failure policy failure.
 func startChaosChild(t *testing.T, name, api, redisURL, failure string, workers int) *chaosChild {
 	t.Helper()
-	c := &chaosChild{name: name}
-	c.cmd = exec.Command(os.Args[0], "-test.run=^$")
-	c.cmd.Env = append(append(os.Environ(), sharedEnv(redisURL, chaosLimit, "second")...),
+	env := append(sharedEnv(redisURL, chaosLimit, "second"),
 		"KUBERNETES_RATELIMIT_OWNER=chaos-test",
 		"KUBERNETES_RATELIMIT_STORE_FAILURE="+failure,
-		chaosEnv+"="+name, childAPI+"="+api, chaosWorkers+"="+strconv.Itoa(workers))
-	c.cmd.Stdout = &c.out
-	c.cmd.Stderr = &c.out
-	var err error
-	c.stdin, err = c.cmd.StdinPipe()
-	require.NoError(t, err)
-	require.NoError(t, c.cmd.Start())
-	t.Cleanup(func() { _ = c.cmd.Process.Kill(); _ = c.cmd.Wait() })
-	return c
+		childAPI+"="+api, childWorkers+"="+strconv.Itoa(workers))
+	return &chaosChild{Process: childproc.Start(t, chaosEnv, name, env...)}
 }
 
 // chaosStopWithin bounds how long a child may take to stop: closing its
@@ -95,52 +79,36 @@ const chaosStopWithin = 30 * time.Second
 // stop tells the child to stop, waits for it to end and reads its report.
 func (c *chaosChild) stop(t *testing.T) {
 	t.Helper()
-	require.NoError(t, c.stdin.Close())
-	exited := make(chan error, 1)
-	go func() { exited <- c.cmd.Wait() }()
-	select {
-	case err := <-exited:
-		require.NoError(t, err, "child %s: %s", c.name, c.out.String())
-	case <-time.After(chaosStopWithin):
-		// A hang is what this test looks for: make the child print its
-		// goroutines (SIGQUIT) and fail with them.
-		_ = c.cmd.Process.Signal(syscall.SIGQUIT)
-		<-exited
-		t.Fatalf("child %s did not stop within %s of being told to; its output and goroutines:\n%s", c.name, chaosStopWithin, c.out.String())
-	}
-	ns := func(s string) time.Time { n, _ := strconv.ParseInt(s, 10, 64); return time.Unix(0, n) }
+	r := childproc.Parse(c.Stop(t, chaosStopWithin))
+	c.decisions = r.Decisions
 	var logs []string
 	done := false
-	sc := bufio.NewScanner(strings.NewReader(c.out.String()))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
+	for _, line := range r.Other {
+		f := strings.Fields(line)
 		switch {
 		case len(f) >= 4 && f[0] == "req":
-			r := chaosRequest{from: ns(f[1]), to: ns(f[2]), failed: f[3] == "err"}
+			r := chaosRequest{from: childproc.Time(f[1]), to: childproc.Time(f[2]), failed: f[3] == "err"}
 			if r.failed {
 				var msg string
-				_, _ = fmt.Sscanf(sc.Text(), "req %d %d err %t %q", new(int64), new(int64), &r.wraps, &msg)
+				_, _ = fmt.Sscanf(line, "req %d %d err %t %q", new(int64), new(int64), &r.wraps, &msg)
 				r.err = msg
 			}
 			c.requests = append(c.requests, r)
-		case len(f) == 3 && f[0] == "decided":
-			c.decisions = append(c.decisions, decided.Span{From: ns(f[1]), To: ns(f[2])})
 		case len(f) == 4 && f[0] == "call":
-			c.slow = append(c.slow, chaosCall{kind: f[1], from: ns(f[2]), to: ns(f[3])})
+			c.slow = append(c.slow, chaosCall{kind: f[1], from: childproc.Time(f[2]), to: childproc.Time(f[3])})
 		case len(f) == 3 && f[0] == "event":
-			c.events = append(c.events, chaosEvent{typ: store.EventType(f[1]), at: ns(f[2])})
+			c.events = append(c.events, chaosEvent{typ: store.EventType(f[1]), at: childproc.Time(f[2])})
 		case len(f) == 3 && f[0] == "goroutines":
 			c.before, _ = strconv.Atoi(f[1])
 			c.after, _ = strconv.Atoi(f[2])
 			done = true
 		default:
-			logs = append(logs, sc.Text())
+			logs = append(logs, line)
 		}
 	}
-	require.True(t, done, "child %s printed no report: %s", c.name, c.out.String())
+	require.True(t, done, "child %s printed no report: %s", c.Name, c.Output())
 	if len(logs) > 0 {
-		t.Logf("child %s:\n%s", c.name, strings.Join(logs, "\n"))
+		t.Logf("child %s:\n%s", c.Name, strings.Join(logs, "\n"))
 	}
 }
 
@@ -161,23 +129,25 @@ func hold(d time.Duration) { time.Sleep(d) }
 func chaos(t *testing.T, srv *redistest.Server, api *apisim.Server, children ...*chaosChild) []fault {
 	t.Helper()
 	for _, c := range children {
-		require.Eventually(t, func() bool { return sentBy(api, c.name) > 0 }, 30*time.Second, 10*time.Millisecond,
-			"child %s sends", c.name)
+		require.Eventually(t, func() bool { return sentBy(api, c.Name) > 0 }, 30*time.Second, 10*time.Millisecond,
+			"child %s sends", c.Name)
 	}
 	hold(1500 * time.Millisecond)
-	kill := fault{what: "kill", start: time.Now()}
-	srv.Kill()
-	hold(1500 * time.Millisecond)
-	srv.Restart()
-	kill.end = time.Now()
-	hold(2500 * time.Millisecond)
-	freeze := fault{what: "freeze", start: time.Now()}
-	srv.Pause()
-	hold(1500 * time.Millisecond)
-	srv.Resume()
-	freeze.end = time.Now()
-	hold(2500 * time.Millisecond)
+	kill := outage("kill", srv.Kill, srv.Restart)
+	freeze := outage("freeze", srv.Pause, srv.Resume)
 	return []fault{kill, freeze}
+}
+
+// outage makes Redis fail with down, brings it back with up 1.5 seconds
+// later, lets the load run 2.5 seconds more and returns the fault.
+func outage(what string, down, up func()) fault {
+	f := fault{what: what, start: time.Now()}
+	down()
+	hold(1500 * time.Millisecond)
+	up()
+	f.end = time.Now()
+	hold(2500 * time.Millisecond)
+	return f
 }
 
 // sentBy returns how many list requests of the child name reached api.
@@ -208,15 +178,15 @@ func nothingHangs(t *testing.T, children ...*chaosChild) {
 		for _, call := range c.slow {
 			d := call.to.Sub(call.from)
 			slowest = max(slowest, d)
-			assert.LessOrEqual(t, d, callBound, "child %s: a %s call took %v, beyond the store timeout %v", c.name, call.kind, d, storeTimeout)
+			assert.LessOrEqual(t, d, callBound, "child %s: a %s call took %v, beyond the store timeout %v", c.Name, call.kind, d, storeTimeout)
 		}
 		var longest time.Duration
 		for _, r := range c.requests {
 			longest = max(longest, r.to.Sub(r.from))
 		}
-		assert.LessOrEqual(t, longest, requestBound, "child %s: a request took %v", c.name, longest)
+		assert.LessOrEqual(t, longest, requestBound, "child %s: a request took %v", c.Name, longest)
 		t.Logf("child %s: %d requests, the longest %v; %d store calls of %v or more, the slowest %v",
-			c.name, len(c.requests), longest.Round(time.Millisecond), len(c.slow), slowCall, slowest.Round(time.Millisecond))
+			c.Name, len(c.requests), longest.Round(time.Millisecond), len(c.slow), slowCall, slowest.Round(time.Millisecond))
 	}
 }
 
@@ -225,7 +195,7 @@ func nothingHangs(t *testing.T, children ...*chaosChild) {
 func nothingLeft(t *testing.T, children ...*chaosChild) {
 	t.Helper()
 	for _, c := range children {
-		assert.LessOrEqual(t, c.after, c.before, "child %s: goroutines left after Close (their stacks are in its log)", c.name)
+		assert.LessOrEqual(t, c.after, c.before, "child %s: goroutines left after Close (their stacks are in its log)", c.Name)
 	}
 }
 
@@ -236,13 +206,13 @@ func outageSeen(t *testing.T, faults []fault, children ...*chaosChild) (back []t
 	t.Helper()
 	back = make([]time.Time, len(faults))
 	for _, c := range children {
-		require.Len(t, c.events, 2*len(faults), "child %s: one outage per fault: %v", c.name, c.events)
+		require.Len(t, c.events, 2*len(faults), "child %s: one outage per fault: %v", c.Name, c.events)
 		for i, f := range faults {
 			down, up := c.events[2*i], c.events[2*i+1]
-			require.Equal(t, store.EventDown, down.typ, "child %s, %s", c.name, f.what)
-			require.Equal(t, store.EventUp, up.typ, "child %s, %s", c.name, f.what)
-			assert.True(t, down.at.After(f.start) && down.at.Before(f.end), "child %s: the %s is noticed while it lasts", c.name, f.what)
-			assert.True(t, up.at.After(f.end), "child %s: the %s ends once Redis is back", c.name, f.what)
+			require.Equal(t, store.EventDown, down.typ, "child %s, %s", c.Name, f.what)
+			require.Equal(t, store.EventUp, up.typ, "child %s, %s", c.Name, f.what)
+			assert.True(t, down.at.After(f.start) && down.at.Before(f.end), "child %s: the %s is noticed while it lasts", c.Name, f.what)
+			assert.True(t, up.at.After(f.end), "child %s: the %s ends once Redis is back", c.Name, f.what)
 			if up.at.After(back[i]) {
 				back[i] = up.at
 			}
@@ -290,14 +260,14 @@ func windowWithin(t *testing.T, what string, spans []decided.Span, most int) {
 func sharedAgain(t *testing.T, what string, from, to time.Time, children ...*chaosChild) {
 	t.Helper()
 	for _, c := range children {
-		assert.NotEmpty(t, between(c.decisions, from, to), "after the %s, child %s decides again", what, c.name)
+		assert.NotEmpty(t, between(c.decisions, from, to), "after the %s, child %s decides again", what, c.Name)
 	}
 	windowWithin(t, "after the "+what, between(allDecisions(children...), from, to), chaosLimit)
 	share := chaosLimit / len(children)
 	crowd, ok := decided.Tightest(between(children[0].decisions, from, to), share+1)
-	if assert.True(t, ok, "after the %s, child %s decides more than %d times", what, children[0].name, share) {
+	if assert.True(t, ok, "after the %s, child %s decides more than %d times", what, children[0].Name, share) {
 		assert.Less(t, crowd.Within, chaosTimespan,
-			"after the %s, child %s gets more than its outage share %d within a timespan: it decides on the shared budget", what, children[0].name, share)
+			"after the %s, child %s gets more than its outage share %d within a timespan: it decides on the shared budget", what, children[0].Name, share)
 	}
 }
 
@@ -337,7 +307,7 @@ func TestRedisChaosLocal(t *testing.T) {
 	_, _, children := twoProcessChaos(t, "local")
 	for _, c := range children {
 		for _, r := range c.requests {
-			assert.False(t, r.failed, "child %s: a request failed: %s", c.name, r.err)
+			assert.False(t, r.failed, "child %s: a request failed: %s", c.Name, r.err)
 		}
 	}
 	// README, "Exact across an outage": with several processes, at most
@@ -349,7 +319,7 @@ func TestRedisChaosOpen(t *testing.T) {
 	faults, back, children := twoProcessChaos(t, "open")
 	for _, c := range children {
 		for _, r := range c.requests {
-			assert.False(t, r.failed, "child %s: a request failed: %s", c.name, r.err)
+			assert.False(t, r.failed, "child %s: a request failed: %s", c.Name, r.err)
 		}
 	}
 	// open promises no bound on what an outage admits: only reported.
@@ -368,12 +338,12 @@ func TestRedisChaosClosed(t *testing.T) {
 				continue
 			}
 			failures++
-			assert.True(t, r.wraps, "child %s: a failure wraps Redis's error: %s", c.name, r.err)
+			assert.True(t, r.wraps, "child %s: a failure wraps Redis's error: %s", c.Name, r.err)
 			during := false
 			for i, f := range faults {
 				during = during || (!r.to.Before(f.start) && !r.to.After(back[i].Add(callBound)))
 			}
-			assert.True(t, during, "child %s: a request failed outside the outages: %s", c.name, r.err)
+			assert.True(t, during, "child %s: a request failed outside the outages: %s", c.Name, r.err)
 		}
 	}
 	assert.Positive(t, failures, "requests fail while Redis is unavailable")
@@ -390,14 +360,9 @@ func TestRedisChaosOneProcessLocal(t *testing.T) {
 	t.Cleanup(api.Close)
 	api.SetCapacity(64, 0, 20*time.Millisecond)
 	c := startChaosChild(t, "solo", api.URL, srv.URL(), "local", 6)
-	require.Eventually(t, func() bool { return sentBy(api, c.name) > 0 }, 30*time.Second, 10*time.Millisecond, "the child sends")
+	require.Eventually(t, func() bool { return sentBy(api, c.Name) > 0 }, 30*time.Second, 10*time.Millisecond, "the child sends")
 	hold(1500 * time.Millisecond)
-	kill := fault{what: "kill", start: time.Now()}
-	srv.Kill()
-	hold(1500 * time.Millisecond)
-	srv.Restart()
-	kill.end = time.Now()
-	hold(2500 * time.Millisecond)
+	kill := outage("kill", srv.Kill, srv.Restart)
 	c.stop(t)
 	nothingHangs(t, c)
 	nothingLeft(t, c)

@@ -10,13 +10,11 @@ package k8sratelimit_test
 // after them.
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"maps"
 	"net/http"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,7 +22,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr/funcr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -34,6 +31,7 @@ import (
 
 	"github.com/k8sratelimit/k8sratelimit"
 	"github.com/k8sratelimit/k8sratelimit/internal/apisim"
+	"github.com/k8sratelimit/k8sratelimit/internal/childproc"
 	"github.com/k8sratelimit/k8sratelimit/internal/decided"
 	"github.com/k8sratelimit/k8sratelimit/internal/harness"
 	"github.com/k8sratelimit/k8sratelimit/internal/redistest"
@@ -51,12 +49,8 @@ const (
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv(childEnv) != "" {
-		os.Exit(runChild())
-	}
-	if os.Getenv(chaosEnv) != "" {
-		os.Exit(runChaosChild())
-	}
+	childproc.Main(childEnv, runChild)
+	childproc.Main(chaosEnv, runChaosChild)
 	os.Exit(m.Run())
 }
 
@@ -71,49 +65,39 @@ func (c skewedClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
 func (c skewedClock) Until(t time.Time) time.Duration { return t.Sub(c.Now()) }
 
 // runChild sends the requests it is told to through a limiter configured
-// from the environment, prints "sent <n> failed <n>" and exits 0; it exits
-// 2 when it cannot start.
+// from the environment and reports when each left ("at"), when its store
+// let each go ("decided") and how many were sent and failed; it exits 2
+// when it cannot start.
 func runChild() int {
-	fail := func(err error) int { fmt.Fprintln(os.Stderr, "child:", err); return 2 }
 	cfg, err := k8sratelimit.LoadConfig(os.Environ())
 	if err != nil {
-		return fail(err)
+		return childproc.Fail(err)
 	}
 	skew, _ := time.ParseDuration(os.Getenv(childSkew))
-	logger := funcr.New(func(prefix, args string) { fmt.Fprintln(os.Stderr, prefix, args) }, funcr.Options{})
+	logger := childproc.Logger()
 	// The store New would make from cfg, made here to time its decisions.
 	rs, err := redisstore.NewFromURL(cfg.RedisURL.Reveal(), redisstore.Options{Failure: cfg.StoreFailure, Logger: logger})
 	if err != nil {
-		return fail(err)
+		return childproc.Fail(err)
 	}
 	defer rs.Close()
 	var decisions decided.Recorder
 	lim, err := k8sratelimit.New(cfg, k8sratelimit.WithClock(skewedClock{skew: skew}), k8sratelimit.WithLogger(logger),
 		k8sratelimit.WithStore(decidingStore{Store: rs, decisions: &decisions}))
 	if err != nil {
-		return fail(err)
+		return childproc.Fail(err)
 	}
 	defer lim.Close()
 	rc := &rest.Config{Host: os.Getenv(childAPI), UserAgent: os.Getenv(childEnv)}
-	var sendsMu sync.Mutex
-	var sends []int64
 	// Below the limiter: when each counted request leaves the process.
-	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return harness.RoundTripFunc(func(r *http.Request) (*http.Response, error) {
-			if r.URL.Path == "/api/v1/namespaces" {
-				sendsMu.Lock()
-				sends = append(sends, time.Now().UnixNano())
-				sendsMu.Unlock()
-			}
-			return rt.RoundTrip(r)
-		})
-	})
+	sends := &childproc.Sends{Match: func(r *http.Request) bool { return r.URL.Path == "/api/v1/namespaces" }}
+	rc.Wrap(sends.Wrap)
 	if err := lim.Configure(rc); err != nil {
-		return fail(err)
+		return childproc.Fail(err)
 	}
 	cs, err := kubernetes.NewForConfig(rc)
 	if err != nil {
-		return fail(err)
+		return childproc.Fail(err)
 	}
 	n, _ := strconv.Atoi(os.Getenv(childRequests))
 	workers, _ := strconv.Atoi(os.Getenv(childWorkers))
@@ -122,7 +106,7 @@ func runChild() int {
 		jobs <- struct{}{}
 	}
 	close(jobs)
-	var sent, failed sync.WaitGroup
+	var sent sync.WaitGroup
 	var mu sync.Mutex
 	nsent, nfailed := 0, 0
 	// Each worker opens its connection first, without counting, so that
@@ -149,14 +133,11 @@ func runChild() int {
 		})
 	}
 	sent.Wait()
-	failed.Wait()
-	for _, at := range sends {
-		fmt.Printf("at %d\n", at)
-	}
-	for _, d := range decisions.Spans() {
-		fmt.Printf("decided %d %d\n", d.From.UnixNano(), d.To.UnixNano())
-	}
-	fmt.Printf("sent %d failed %d\n", nsent, nfailed)
+	var report childproc.Report
+	report.Sends(sends.Times())
+	report.Decisions(decisions.Spans())
+	report.Result(nsent, nfailed)
+	report.Print()
 	return 0
 }
 
@@ -187,72 +168,45 @@ func (s decidingStore) Confirm(ctx context.Context, key string, id uint64) (time
 	return left, err
 }
 
-// child is one child process.
+// child is one child process and, once it ended, its report.
 type child struct {
-	name      string
+	*childproc.Process
 	sends     []time.Time    // when its counted requests left it
 	decisions []decided.Span // when the store let them go
-	cmd       *exec.Cmd
-	out       strings.Builder
 }
 
 // sharedEnv is the configuration every child shares.
 func sharedEnv(redisURL string, limit int, timespan string) []string {
-	return []string{
+	return append([]string{
 		"KUBERNETES_RATELIMIT=" + strconv.Itoa(limit),
 		"KUBERNETES_RATELIMIT_TIMESPAN=" + timespan,
-		"KUBERNETES_RATELIMIT_STORE=redis",
-		"KUBERNETES_RATELIMIT_REDIS_URL=" + redisURL,
-		"KUBERNETES_RATELIMIT_OWNER=process-test",
-	}
+	}, childproc.RedisBudget(redisURL, "process-test")...)
 }
 
 // startChild starts a child process named name that sends requests
 // requests from workers goroutines, its clock off by skew.
 func startChild(t *testing.T, name, api string, env []string, requests, workers int, skew time.Duration) *child {
 	t.Helper()
-	c := &child{name: name}
-	c.cmd = exec.Command(os.Args[0], "-test.run=^$")
-	c.cmd.Env = append(append(os.Environ(), env...),
-		childEnv+"="+name, childAPI+"="+api,
+	env = append(env, childAPI+"="+api,
 		childRequests+"="+strconv.Itoa(requests), childWorkers+"="+strconv.Itoa(workers),
 		childSkew+"="+skew.String())
-	c.cmd.Stdout = &c.out
-	c.cmd.Stderr = &c.out
-	require.NoError(t, c.cmd.Start())
-	t.Cleanup(func() { _ = c.cmd.Process.Kill(); _ = c.cmd.Wait() })
-	return c
+	return &child{Process: childproc.Start(t, childEnv, name, env...)}
 }
 
 // wait waits for the child to end and returns how many requests it sent.
 func (c *child) wait(t *testing.T) int {
 	t.Helper()
-	require.NoError(t, c.cmd.Wait(), "child %s: %s", c.name, c.out.String())
-	var sent, failed int
-	var logs []string
-	sc := bufio.NewScanner(strings.NewReader(c.out.String()))
-	for sc.Scan() {
-		var at int64
-		if _, err := fmt.Sscanf(sc.Text(), "at %d", &at); err == nil {
-			c.sends = append(c.sends, time.Unix(0, at))
-			continue
-		}
-		var from, to int64
-		if _, err := fmt.Sscanf(sc.Text(), "decided %d %d", &from, &to); err == nil {
-			c.decisions = append(c.decisions, decided.Span{From: time.Unix(0, from), To: time.Unix(0, to)})
-			continue
-		}
-		if _, err := fmt.Sscanf(sc.Text(), "sent %d failed %d", &sent, &failed); err == nil {
-			assert.Zero(t, failed, "child %s: %s", c.name, strings.Join(logs, "\n"))
-			if len(logs) > 0 {
-				t.Logf("child %s:\n%s", c.name, strings.Join(logs, "\n"))
-			}
-			return sent
-		}
-		logs = append(logs, sc.Text())
+	r := childproc.Parse(c.Wait(t))
+	if !r.Finished {
+		t.Fatalf("child %s printed no result: %s", c.Name, c.Output())
 	}
-	t.Fatalf("child %s printed no result: %s", c.name, c.out.String())
-	return 0
+	c.sends, c.decisions = r.Sends, r.Decisions
+	logs := strings.Join(r.Other, "\n")
+	assert.Zero(t, r.Failed, "child %s: %s", c.Name, logs)
+	if len(r.Other) > 0 {
+		t.Logf("child %s:\n%s", c.Name, logs)
+	}
+	return r.Sent
 }
 
 // arrivalsAt returns when each list request reached the server.
@@ -327,7 +281,7 @@ func TestRedisProcessesShareOneExactBudget(t *testing.T) {
 	by := map[string][]time.Time{}
 	for _, c := range children {
 		all = append(all, c.sends...)
-		by[c.name] = c.sends
+		by[c.Name] = c.sends
 	}
 	slices.SortFunc(all, func(a, b time.Time) int { return a.Compare(b) })
 	require.Len(t, all, total)
@@ -404,7 +358,7 @@ func TestRedis429InOneProcessCoolsDownTheOthers(t *testing.T) {
 	for _, c := range []*child{a, b} {
 		for _, d := range c.decisions {
 			assert.False(t, d.From.After(at.Add(throttleLatency)) && d.To.Before(at.Add(cooldown)),
-				"process %s let a request go %v after the 429, during the cooldown", c.name, d.From.Sub(at).Round(time.Millisecond))
+				"process %s let a request go %v after the 429, during the cooldown", c.Name, d.From.Sub(at).Round(time.Millisecond))
 		}
 	}
 	assert.True(t, slices.ContainsFunc(b.sends, func(x time.Time) bool { return x.After(at.Add(cooldown)) }),
@@ -432,8 +386,7 @@ func TestRedisKilledProcessDoesNotStallTheOthers(t *testing.T) {
 	env := append(sharedEnv(srv.URL(), 60, "minute"), "KUBERNETES_RATELIMIT_STRATEGY=linear")
 	k := startChild(t, "k", api.URL, env, 30, 30, 0)
 	require.Eventually(t, func() bool { return api.Count("/api/v1/namespaces") >= 1 }, 20*time.Second, 10*time.Millisecond)
-	require.NoError(t, k.cmd.Process.Kill()) // SIGKILL: no Close, no cleanup
-	_ = k.cmd.Wait()
+	require.NoError(t, k.Kill()) // SIGKILL: no Close, no cleanup
 	killed := time.Now()
 
 	b := startChild(t, "b", api.URL, env, 4, 4, 0)

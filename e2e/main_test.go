@@ -12,6 +12,7 @@ import (
 
 	"github.com/k8sratelimit/k8sratelimit/e2e/internal/controlplane"
 	"github.com/k8sratelimit/k8sratelimit/e2e/internal/setup"
+	"github.com/k8sratelimit/k8sratelimit/internal/childproc"
 )
 
 // The users of the suite. Every one is an ordinary user (not exempt from
@@ -52,9 +53,7 @@ var suite struct {
 }
 
 func TestMain(m *testing.M) {
-	if os.Getenv(childEnv) != "" {
-		os.Exit(runChild()) // a process of a shared-budget test
-	}
+	childproc.Main(childEnv, runChild) // a process of a shared-budget test
 	os.Exit(run(m))
 }
 

@@ -5,17 +5,12 @@ package e2e_test
 // server.
 
 import (
-	"bufio"
 	"context"
 	"encoding/base64"
 	"fmt"
-	"net/http"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,7 +21,7 @@ import (
 
 	"github.com/k8sratelimit/k8sratelimit"
 	"github.com/k8sratelimit/k8sratelimit/internal/apisim"
-	"github.com/k8sratelimit/k8sratelimit/internal/harness"
+	"github.com/k8sratelimit/k8sratelimit/internal/childproc"
 	"github.com/k8sratelimit/k8sratelimit/internal/redistest"
 )
 
@@ -42,23 +37,22 @@ const (
 )
 
 // runChild reads probePath the number of times it is told through a
-// limiter configured from the environment, and prints "at <unix ns>" for
-// each request as it leaves (below the limiter), then "sent <n> failed
-// <n>". It returns 2 when it cannot start.
+// limiter configured from the environment, and reports when each request
+// left (below the limiter) and how many calls succeeded and failed. It
+// returns 2 when it cannot start.
 func runChild() int {
-	fail := func(err error) int { fmt.Fprintln(os.Stderr, "child:", err); return 2 }
 	cfg, err := k8sratelimit.LoadConfig(os.Environ())
 	if err != nil {
-		return fail(err)
+		return childproc.Fail(err)
 	}
 	lim, err := k8sratelimit.New(cfg)
 	if err != nil {
-		return fail(err)
+		return childproc.Fail(err)
 	}
 	defer lim.Close()
 	ca, err := base64.StdEncoding.DecodeString(os.Getenv(childCA))
 	if err != nil {
-		return fail(err)
+		return childproc.Fail(err)
 	}
 	rc := &rest.Config{Host: os.Getenv(childHost), BearerToken: os.Getenv(childToken),
 		TLSClientConfig: rest.TLSClientConfig{CAData: ca}, UserAgent: os.Getenv(childEnv)}
@@ -66,22 +60,14 @@ func runChild() int {
 		workers, _ := strconv.Atoi(os.Getenv(childWorkers))
 		return runChildFor(lim, rc, workers, d)
 	}
-	var mu sync.Mutex
-	var sends []int64
-	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return harness.RoundTripFunc(func(r *http.Request) (*http.Response, error) {
-			mu.Lock()
-			sends = append(sends, time.Now().UnixNano())
-			mu.Unlock()
-			return rt.RoundTrip(r)
-		})
-	})
+	var sends childproc.Sends
+	rc.Wrap(sends.Wrap)
 	if err := lim.Configure(rc); err != nil {
-		return fail(err)
+		return childproc.Fail(err)
 	}
 	cs, err := kubernetes.NewForConfig(rc)
 	if err != nil {
-		return fail(err)
+		return childproc.Fail(err)
 	}
 	workers, _ := strconv.Atoi(os.Getenv(childWorkers))
 	n, _ := strconv.Atoi(os.Getenv(childRequests))
@@ -89,49 +75,30 @@ func runChild() int {
 	for _, err := range errs {
 		fmt.Fprintln(os.Stderr, "child:", err)
 	}
-	mu.Lock()
-	for _, at := range sends {
-		fmt.Printf("at %d\n", at)
-	}
-	mu.Unlock()
-	fmt.Printf("sent %d failed %d\n", n-len(errs), len(errs))
+	var report childproc.Report
+	report.Sends(sends.Times())
+	report.Result(n-len(errs), len(errs))
+	report.Print()
 	return 0
 }
 
-// sharedChild is a child process and what it printed.
-type sharedChild struct {
-	name string
-	cmd  *exec.Cmd
-	out  strings.Builder
-}
-
-func startSharedChild(t *testing.T, name string, env []string) *sharedChild {
-	t.Helper()
-	c := &sharedChild{name: name}
-	c.cmd = exec.Command(os.Args[0], "-test.run=^$")
-	c.cmd.Env = append(append(os.Environ(), env...), childEnv+"="+name)
-	c.cmd.Stdout, c.cmd.Stderr = &c.out, &c.out
-	require.NoError(t, c.cmd.Start())
-	t.Cleanup(func() { _ = c.cmd.Process.Kill(); _ = c.cmd.Wait() })
-	return c
-}
-
-// wait waits for the child and returns when its requests left, and how
-// many calls succeeded.
-func (c *sharedChild) wait(t *testing.T) (sends []time.Time, sent int) {
-	t.Helper()
-	require.NoError(t, c.cmd.Wait(), "child %s: %s", c.name, c.out.String())
-	sc := bufio.NewScanner(strings.NewReader(c.out.String()))
-	for sc.Scan() {
-		var at int64
-		var failed int
-		if _, err := fmt.Sscanf(sc.Text(), "at %d", &at); err == nil {
-			sends = append(sends, time.Unix(0, at))
-		} else if _, err := fmt.Sscanf(sc.Text(), "sent %d failed %d", &sent, &failed); err == nil {
-			assert.Zero(t, failed, "child %s: %s", c.name, c.out.String())
-		}
+// childConn is the environment through which a child reaches the API
+// server as rc does.
+func childConn(rc *rest.Config) []string {
+	return []string{
+		childHost + "=" + rc.Host,
+		childToken + "=" + rc.BearerToken,
+		childCA + "=" + base64.StdEncoding.EncodeToString(rc.CAData),
 	}
-	return sends, sent
+}
+
+// waitShared waits for the child and returns when its requests left, and
+// how many calls succeeded.
+func waitShared(t *testing.T, c *childproc.Process) (sends []time.Time, sent int) {
+	t.Helper()
+	r := childproc.Parse(c.Wait(t))
+	assert.Zero(t, r.Failed, "child %s: %s", c.Name, c.Output())
+	return r.Sends, r.Sent
 }
 
 // TestRedisSharedBudgetAcrossProcesses has two processes send to the real
@@ -141,22 +108,16 @@ func TestRedisSharedBudgetAcrossProcesses(t *testing.T) {
 	srv := redistest.Start(t)
 	const limit, requests, workers = 10, 30, 10
 	user := suite.cp.UserConfig(userPlain)
-	env := []string{
+	env := slices.Concat([]string{
 		"KUBERNETES_RATELIMIT=" + strconv.Itoa(limit),
 		"KUBERNETES_RATELIMIT_TIMESPAN=second",
-		"KUBERNETES_RATELIMIT_STORE=redis",
-		"KUBERNETES_RATELIMIT_OWNER=e2e",
-		"KUBERNETES_RATELIMIT_REDIS_URL=" + srv.URL(),
-		childHost + "=" + user.Host,
-		childToken + "=" + user.BearerToken,
-		childCA + "=" + base64.StdEncoding.EncodeToString(user.CAData),
 		childRequests + "=" + strconv.Itoa(requests),
 		childWorkers + "=" + strconv.Itoa(workers),
-	}
-	a := startSharedChild(t, "a", env)
-	b := startSharedChild(t, "b", env)
-	sendsA, sentA := a.wait(t)
-	sendsB, sentB := b.wait(t)
+	}, childproc.RedisBudget(srv.URL(), "e2e"), childConn(user))
+	a := childproc.Start(t, childEnv, "a", env...)
+	b := childproc.Start(t, childEnv, "b", env...)
+	sendsA, sentA := waitShared(t, a)
+	sendsB, sentB := waitShared(t, b)
 	require.Equal(t, 2*requests, sentA+sentB, "every call is served")
 
 	all := slices.Concat(sendsA, sendsB)

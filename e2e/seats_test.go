@@ -2,10 +2,9 @@ package e2e_test
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
 	"net/http"
-	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/k8sratelimit/k8sratelimit"
 	"github.com/k8sratelimit/k8sratelimit/e2e/internal/probe"
+	"github.com/k8sratelimit/k8sratelimit/internal/childproc"
 	"github.com/k8sratelimit/k8sratelimit/internal/redistest"
 )
 
@@ -237,18 +237,17 @@ func TestSeatsAgainstAQueueingLevel(t *testing.T) {
 // through lim for the duration d, and it prints "served <n> sent <n>
 // throttled <n>", counted below the limiter.
 func runChildFor(lim *k8sratelimit.Limiter, rc *rest.Config, workers int, d string) int {
-	fail := func(err error) int { fmt.Fprintln(os.Stderr, "child:", err); return 2 }
 	dur, err := time.ParseDuration(d)
 	if err != nil {
-		return fail(err)
+		return childproc.Fail(err)
 	}
 	c := &loadClient{workers: workers, rc: rc, l: lim}
 	rc.Wrap(c.wire.Wrap)
 	if err := lim.Configure(rc); err != nil {
-		return fail(err)
+		return childproc.Fail(err)
 	}
 	if c.cs, err = kubernetes.NewForConfig(rc); err != nil {
-		return fail(err)
+		return childproc.Fail(err)
 	}
 	s := c.load(dur)
 	if b, err := lim.Budget("", rc); err == nil {
@@ -265,27 +264,21 @@ func runChildFor(lim *k8sratelimit.Limiter, rc *rest.Config, workers int, d stri
 func seatsChildren(t *testing.T, name string, srv *redistest.Server, owner, user string, n int, d time.Duration, env ...string) served {
 	t.Helper()
 	rc := suite.cp.UserConfig(user)
-	env = append(env,
-		"KUBERNETES_RATELIMIT_STORE=redis",
-		"KUBERNETES_RATELIMIT_OWNER="+owner,
-		"KUBERNETES_RATELIMIT_REDIS_URL="+srv.URL(),
-		childHost+"="+rc.Host,
-		childToken+"="+rc.BearerToken,
-		childCA+"="+base64.StdEncoding.EncodeToString(rc.CAData),
-		childWorkers+"="+strconv.Itoa(seatsWorkers/n),
-		childFor+"="+d.String(),
-	)
-	var children []*sharedChild
+	env = slices.Concat(env, childproc.RedisBudget(srv.URL(), owner), childConn(rc), []string{
+		childWorkers + "=" + strconv.Itoa(seatsWorkers/n),
+		childFor + "=" + d.String(),
+	})
+	var children []*childproc.Process
 	for i := range n {
-		children = append(children, startSharedChild(t, fmt.Sprintf("%s-%d", user, i), env))
+		children = append(children, childproc.Start(t, childEnv, fmt.Sprintf("%s-%d", user, i), env...))
 	}
 	total := served{name: name}
 	for _, c := range children {
-		require.NoError(t, c.cmd.Wait(), "child %s: %s", c.name, c.out.String())
+		out := c.Wait(t)
 		var s served
-		_, err := fmt.Sscanf(lastLine(c.out.String()), "served %d sent %d throttled %d", &s.served, &s.sent, &s.throttled)
-		require.NoError(t, err, "child %s: %s", c.name, c.out.String())
-		t.Logf("%s: %d served, %d of %d sent answered 429 (%s)", c.name, s.served, s.throttled, s.sent, secondLastLine(c.out.String()))
+		_, err := fmt.Sscanf(lastLine(out), "served %d sent %d throttled %d", &s.served, &s.sent, &s.throttled)
+		require.NoError(t, err, "child %s: %s", c.Name, out)
+		t.Logf("%s: %d served, %d of %d sent answered 429 (%s)", c.Name, s.served, s.throttled, s.sent, secondLastLine(out))
 		total.served += s.served
 		total.sent += s.sent
 		total.throttled += s.throttled

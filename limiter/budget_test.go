@@ -14,6 +14,7 @@ import (
 
 	"github.com/k8sratelimit/k8sratelimit"
 	rlerrors "github.com/k8sratelimit/k8sratelimit/errors"
+	"github.com/k8sratelimit/k8sratelimit/internal/harness"
 	"github.com/k8sratelimit/k8sratelimit/limiter"
 	"github.com/k8sratelimit/k8sratelimit/store"
 	"github.com/k8sratelimit/k8sratelimit/store/memorystore"
@@ -35,13 +36,9 @@ func window(limit int, span time.Duration) store.Policy {
 	return store.Policy{Strategy: store.StrategyWindow, Limit: limit, Timespan: span}
 }
 
-func dur(d time.Duration) *time.Duration { return &d }
-
 // waitAsync calls b.Wait(ctx) on a goroutine and returns its result.
 func waitAsync(ctx context.Context, b *limiter.Budget) <-chan error {
-	done := make(chan error, 1)
-	go func() { done <- b.Wait(ctx) }()
-	return done
+	return harness.Async(func() error { return b.Wait(ctx) })
 }
 
 // untilWaiting blocks until n timers are set on the fake clock: the
@@ -49,26 +46,6 @@ func waitAsync(ctx context.Context, b *limiter.Budget) <-chan error {
 func untilWaiting(t *testing.T, clk *clocktesting.FakeClock, n int) {
 	t.Helper()
 	require.Eventually(t, func() bool { return clk.Waiters() >= n }, 5*time.Second, time.Millisecond, "waiting for %d sleeping requests", n)
-}
-
-func notDone(t *testing.T, done <-chan error) {
-	t.Helper()
-	select {
-	case err := <-done:
-		t.Fatalf("returned early with %v", err)
-	default:
-	}
-}
-
-func finished(t *testing.T, done <-chan error) error {
-	t.Helper()
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(5 * time.Second):
-		t.Fatal("did not return")
-		return nil
-	}
 }
 
 func TestWaitAdmitsThenDefers(t *testing.T) {
@@ -81,13 +58,13 @@ func TestWaitAdmitsThenDefers(t *testing.T) {
 	done := waitAsync(ctx, b)
 	untilWaiting(t, clk, 1)
 	clk.Step(9 * time.Second)
-	notDone(t, done)
+	harness.Pending(t, done)
 	clk.Step(time.Second)
-	assert.NoError(t, finished(t, done))
+	assert.NoError(t, harness.Result(t, done))
 }
 
 func TestMaxWaitFailsAtOnceAndReservesNothing(t *testing.T) {
-	b, clk := setup(t, window(1, 10*time.Second), limiter.Options{MaxWait: dur(5 * time.Second)})
+	b, clk := setup(t, window(1, 10*time.Second), limiter.Options{MaxWait: new(5 * time.Second)})
 	ctx := context.Background()
 	require.NoError(t, b.Wait(ctx))
 
@@ -105,11 +82,11 @@ func TestMaxWaitFailsAtOnceAndReservesNothing(t *testing.T) {
 	done := waitAsync(k8sratelimit.WithMaxWait(ctx, 10*time.Second), b)
 	untilWaiting(t, clk, 1)
 	clk.Step(10 * time.Second)
-	assert.NoError(t, finished(t, done))
+	assert.NoError(t, harness.Result(t, done))
 }
 
 func TestMaxWaitZeroNeverWaits(t *testing.T) {
-	b, _ := setup(t, window(1, time.Minute), limiter.Options{MaxWait: dur(0)})
+	b, _ := setup(t, window(1, time.Minute), limiter.Options{MaxWait: new(time.Duration(0))})
 	require.NoError(t, b.Wait(context.Background()))
 	var rle *rlerrors.RateLimitExceededError
 	require.ErrorAs(t, b.Wait(context.Background()), &rle)
@@ -131,7 +108,7 @@ func TestDeadlineBeforeSlotFailsAtOnce(t *testing.T) {
 }
 
 func TestWithMaxWaitOverrides(t *testing.T) {
-	b, clk := setup(t, window(1, 10*time.Second), limiter.Options{MaxWait: dur(time.Second)})
+	b, clk := setup(t, window(1, 10*time.Second), limiter.Options{MaxWait: new(time.Second)})
 	ctx := context.Background()
 	require.NoError(t, b.Wait(ctx))
 
@@ -141,7 +118,7 @@ func TestWithMaxWaitOverrides(t *testing.T) {
 	done := waitAsync(k8sratelimit.WithMaxWait(ctx, time.Minute), b)
 	untilWaiting(t, clk, 1)
 	clk.Step(10 * time.Second)
-	assert.NoError(t, finished(t, done), "a longer per-request max wait lets it wait")
+	assert.NoError(t, harness.Result(t, done), "a longer per-request max wait lets it wait")
 }
 
 func TestCancelReleasesSlotForNextCaller(t *testing.T) {
@@ -152,12 +129,12 @@ func TestCancelReleasesSlotForNextCaller(t *testing.T) {
 	first := waitAsync(ctx, b)
 	untilWaiting(t, clk, 1)
 	cancel()
-	assert.ErrorIs(t, finished(t, first), context.Canceled)
+	assert.ErrorIs(t, harness.Result(t, first), context.Canceled)
 
 	second := waitAsync(context.Background(), b)
 	untilWaiting(t, clk, 1)
 	clk.Step(10 * time.Second)
-	assert.NoError(t, finished(t, second), "the newcomer took the freed slot at 10s, not 20s")
+	assert.NoError(t, harness.Result(t, second), "the newcomer took the freed slot at 10s, not 20s")
 }
 
 func TestCooldownMovesWaiters(t *testing.T) {
@@ -172,14 +149,14 @@ func TestCooldownMovesWaiters(t *testing.T) {
 	assert.Equal(t, 30*time.Second, left)
 	untilWaiting(t, clk, 1)
 	clk.Step(10 * time.Second)
-	notDone(t, done)
+	harness.Pending(t, done)
 	untilWaiting(t, clk, 1)
 	clk.Step(20 * time.Second)
-	assert.NoError(t, finished(t, done))
+	assert.NoError(t, harness.Result(t, done))
 }
 
 func TestCooldownBeyondMaxWaitFailsWaitersAtOnce(t *testing.T) {
-	b, clk := setup(t, window(1, 10*time.Second), limiter.Options{MaxWait: dur(15 * time.Second)})
+	b, clk := setup(t, window(1, 10*time.Second), limiter.Options{MaxWait: new(15 * time.Second)})
 	ctx := context.Background()
 	require.NoError(t, b.Wait(ctx))
 	done := waitAsync(ctx, b)
@@ -187,7 +164,7 @@ func TestCooldownBeyondMaxWaitFailsWaitersAtOnce(t *testing.T) {
 
 	_, err := b.SetCooldown(ctx, time.Minute)
 	require.NoError(t, err)
-	err = finished(t, done)
+	err = harness.Result(t, done)
 	var rle *rlerrors.RateLimitExceededError
 	require.ErrorAs(t, err, &rle, "the waiter learns of the cooldown at once, without its timer firing")
 	assert.Equal(t, time.Minute, rle.RetryAfter(), "RetryAfter is its new wait")
@@ -209,7 +186,7 @@ func TestCloseWakesWaitersWithErrClosed(t *testing.T) {
 
 	require.NoError(t, l.Close())
 	for _, w := range waiters {
-		assert.ErrorIs(t, finished(t, w), rlerrors.ErrClosed)
+		assert.ErrorIs(t, harness.Result(t, w), rlerrors.ErrClosed)
 	}
 	assert.ErrorIs(t, b.Wait(ctx), rlerrors.ErrClosed)
 	require.NoError(t, l.Close(), "Close is idempotent")
@@ -224,9 +201,9 @@ func TestJitterOnlyForDeferred(t *testing.T) {
 	done := waitAsync(ctx, b)
 	untilWaiting(t, clk, 1)
 	clk.Step(10*time.Second - time.Nanosecond)
-	notDone(t, done)
+	harness.Pending(t, done)
 	clk.Step(5*time.Second + time.Nanosecond)
-	assert.NoError(t, finished(t, done), "jitter is at most 5s")
+	assert.NoError(t, harness.Result(t, done), "jitter is at most 5s")
 }
 
 type events struct {
@@ -258,7 +235,7 @@ func TestSlowWaitIsLoggedOncePerSecond(t *testing.T) {
 	first := waitAsync(ctx, b)
 	untilWaiting(t, clk, 1)
 	clk.Step(2 * time.Second)
-	require.NoError(t, finished(t, first))
+	require.NoError(t, harness.Result(t, first))
 	require.Len(t, lines, 1)
 	assert.Contains(t, lines[0], `"budget"="`+key+`"`)
 	assert.Contains(t, lines[0], `"reason"="client-side budget"`)
@@ -267,7 +244,7 @@ func TestSlowWaitIsLoggedOncePerSecond(t *testing.T) {
 	second := waitAsync(k8sratelimit.WithMaxWait(ctx, time.Hour), b)
 	untilWaiting(t, clk, 1)
 	clk.Step(2 * time.Second)
-	require.NoError(t, finished(t, second))
+	require.NoError(t, harness.Result(t, second))
 	assert.Len(t, lines, 2, "a second slow wait 2s later is logged")
 
 	assert.Equal(t, events{admitted: 1, deferred: 2}, ev)
@@ -284,8 +261,8 @@ func TestSlowWaitsWithinASecondAreLoggedOnce(t *testing.T) {
 	first, second := waitAsync(ctx, b), waitAsync(ctx, b)
 	untilWaiting(t, clk, 2)
 	clk.Step(2 * time.Second)
-	require.NoError(t, finished(t, first))
-	require.NoError(t, finished(t, second))
+	require.NoError(t, harness.Result(t, first))
+	require.NoError(t, harness.Result(t, second))
 	assert.Len(t, lines, 1)
 }
 
@@ -300,7 +277,7 @@ func TestCooldownWaitIsLoggedWithItsReason(t *testing.T) {
 	done := waitAsync(ctx, b)
 	untilWaiting(t, clk, 1)
 	clk.Step(3 * time.Second)
-	require.NoError(t, finished(t, done))
+	require.NoError(t, harness.Result(t, done))
 	require.Len(t, lines, 1)
 	assert.Contains(t, lines[0], `"reason"="server cooldown"`)
 }
@@ -322,7 +299,7 @@ func (s *jitterStore) Reserve(ctx context.Context, key string, p store.Policy, r
 func TestConfiguredJitterReachesTheStore(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	js := &jitterStore{Store: memorystore.New(clk)}
-	l := limiter.New(js, limiter.Options{Policy: window(1, time.Hour), Clock: clk, Jitter: 5 * time.Second, MaxWait: dur(0)})
+	l := limiter.New(js, limiter.Options{Policy: window(1, time.Hour), Clock: clk, Jitter: 5 * time.Second, MaxWait: new(time.Duration(0))})
 	t.Cleanup(func() { l.Close() })
 	b := l.Budget(key, "test")
 	for range 20 {
@@ -368,12 +345,12 @@ func TestSlotMovedByALateSendIsNotACooldown(t *testing.T) {
 	// The second's timer fires late, at 1.5s: it sends then, and the
 	// third's slot moves to 2.5s to keep the window.
 	clk.Step(1500 * time.Millisecond)
-	require.NoError(t, finished(t, second))
+	require.NoError(t, harness.Result(t, second))
 	clk.Step(500 * time.Millisecond)
 	untilWaiting(t, clk, 1)
-	notDone(t, third)
+	harness.Pending(t, third)
 	clk.Step(500 * time.Millisecond)
-	require.NoError(t, finished(t, third))
+	require.NoError(t, harness.Result(t, third))
 
 	obs.mu.Lock()
 	defer obs.mu.Unlock()

@@ -66,7 +66,7 @@ type cgHarness struct {
 	lim    *limiter.Engine
 	budget *limiter.Budget
 	key    string
-	obs    *cgObserver
+	obs    *harness.Observer
 	sends  *cgSends
 	rc     *rest.Config
 	cs     kubernetes.Interface
@@ -85,7 +85,7 @@ func cgNew(t *testing.T, opts limiter.Options) *cgHarness {
 		storeClock = opts.Clock
 	}
 	st := &cgStore{Store: memorystore.New(storeClock)}
-	obs := &cgObserver{}
+	obs := &harness.Observer{}
 	opts.Observer = obs
 	lim := limiter.New(st, opts)
 	t.Cleanup(func() { _ = lim.Close() })
@@ -114,8 +114,6 @@ func cgNew(t *testing.T, opts limiter.Options) *cgHarness {
 func cgWindow(limit int, span time.Duration) store.Policy {
 	return store.Policy{Strategy: store.StrategyWindow, Limit: limit, Timespan: span}
 }
-
-func cgDur(d time.Duration) *time.Duration { return &d }
 
 // getPod is a counted request through the typed clientset.
 func (h *cgHarness) getPod(ctx context.Context, name string) error {
@@ -301,35 +299,6 @@ func (s *cgSends) instants(part string) []time.Time {
 	return out
 }
 
-// cgObserver records the limiter's decisions.
-type cgObserver struct {
-	limiter.NopObserver
-	admitted, rejected, exempt atomic.Int32
-
-	mu        sync.Mutex
-	throttled []cgThrottle
-}
-
-type cgThrottle struct {
-	code     int
-	cooldown time.Duration
-}
-
-func (o *cgObserver) Admitted(string, string, time.Duration, limiter.WaitReason) { o.admitted.Add(1) }
-func (o *cgObserver) Rejected(string, string, time.Duration)                     { o.rejected.Add(1) }
-func (o *cgObserver) Exempt(string, string)                                      { o.exempt.Add(1) }
-func (o *cgObserver) Throttled(_, _ string, code int, cooldown time.Duration) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.throttled = append(o.throttled, cgThrottle{code, cooldown})
-}
-
-func (o *cgObserver) throttles() []cgThrottle {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return slices.Clone(o.throttled)
-}
-
 // cgThrottleOnce makes srv answer the first request whose path contains
 // part with status and header, and serve every other one.
 func cgThrottleOnce(srv *apisim.Server, part string, status int, header http.Header) {
@@ -340,22 +309,6 @@ func cgThrottleOnce(srv *apisim.Server, part string, status int, header http.Hea
 		}
 		return 0, nil
 	})
-}
-
-// cgRLE returns the RateLimitExceededError in err, failing the test when
-// there is none.
-func cgRLE(t *testing.T, err error) *rlerrors.RateLimitExceededError {
-	t.Helper()
-	var rle *rlerrors.RateLimitExceededError
-	require.ErrorAs(t, err, &rle)
-	return rle
-}
-
-// cgSettle waits until cond holds, polling briefly; it is for state that
-// other goroutines reach without the clock moving.
-func cgSettle(t *testing.T, cond func() bool, msg string, args ...any) {
-	t.Helper()
-	require.Eventually(t, cond, 5*time.Second, time.Millisecond, fmt.Sprintf(msg, args...))
 }
 
 // cgWindowViolation describes the first rolling span that holds more than
@@ -442,7 +395,7 @@ func TestClientGoStreamingConnectionsAreExempt(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := cgNew(t, limiter.Options{Policy: cgWindow(1, time.Hour), MaxWait: cgDur(0)})
+			h := cgNew(t, limiter.Options{Policy: cgWindow(1, time.Hour), MaxWait: new(time.Duration(0))})
 			h.exhaust(t)
 			reserves := h.store.reserves.Load()
 
@@ -460,9 +413,9 @@ func TestClientGoStreamingConnectionsAreExempt(t *testing.T) {
 			assert.Less(t, elapsed, 3*time.Second, "not delayed")
 
 			assert.Equal(t, reserves, h.store.reserves.Load(), "no slot was asked for")
-			assert.Equal(t, int32(1), h.obs.admitted.Load(), "only the first request counted")
-			assert.Equal(t, int32(1), h.obs.rejected.Load(), "only the probe was refused")
-			assert.Positive(t, h.obs.exempt.Load())
+			assert.Equal(t, int32(1), h.obs.Admits.Load(), "only the first request counted")
+			assert.Equal(t, int32(1), h.obs.Rejects.Load(), "only the probe was refused")
+			assert.Positive(t, h.obs.Exempts.Load())
 		})
 	}
 }
@@ -470,7 +423,7 @@ func TestClientGoStreamingConnectionsAreExempt(t *testing.T) {
 // Streaming requests are recognised by their path alone and by a streaming
 // protocol header alone; look-alikes are counted.
 func TestClientGoStreamingRecognisedByPathOrHeader(t *testing.T) {
-	h := cgNew(t, limiter.Options{Policy: cgWindow(1, time.Hour), MaxWait: cgDur(0)})
+	h := cgNew(t, limiter.Options{Policy: cgWindow(1, time.Hour), MaxWait: new(time.Duration(0))})
 	h.exhaust(t)
 
 	pods := "/api/v1/namespaces/default/pods"
@@ -512,7 +465,7 @@ func TestClientGoStreamingRecognisedByPathOrHeader(t *testing.T) {
 		t.Run("counted "+tt.name, func(t *testing.T) {
 			h.srv.Reset()
 			_, _, err := h.rawGet(context.Background(), tt.path, nil)
-			cgRLE(t, err)
+			harness.RateLimitExceeded(t, err)
 			assert.Empty(t, h.srv.Requests(), "nothing was sent")
 		})
 	}
@@ -539,7 +492,7 @@ func cgLeaseGetUpdate(t *testing.T, h *cgHarness) {
 // during a cooldown set by hand or by a 429.
 func TestClientGoLeasesAreExempt(t *testing.T) {
 	t.Run("exhausted budget", func(t *testing.T) {
-		h := cgNew(t, limiter.Options{Policy: cgWindow(1, time.Hour), MaxWait: cgDur(0)})
+		h := cgNew(t, limiter.Options{Policy: cgWindow(1, time.Hour), MaxWait: new(time.Duration(0))})
 		h.exhaust(t)
 		reserves := h.store.reserves.Load()
 		cgLeaseGetUpdate(t, h)
@@ -547,29 +500,29 @@ func TestClientGoLeasesAreExempt(t *testing.T) {
 	})
 
 	t.Run("cooldown", func(t *testing.T) {
-		h := cgNew(t, limiter.Options{Policy: cgWindow(100, time.Hour), MaxWait: cgDur(0), Adaptive: true})
+		h := cgNew(t, limiter.Options{Policy: cgWindow(100, time.Hour), MaxWait: new(time.Duration(0)), Adaptive: true})
 		left, err := h.budget.SetCooldown(context.Background(), time.Hour)
 		require.NoError(t, err)
 		require.Equal(t, time.Hour, left.Round(time.Minute))
-		cgRLE(t, h.getPod(context.Background(), "x")) // counted requests cannot pass
+		harness.RateLimitExceeded(t, h.getPod(context.Background(), "x")) // counted requests cannot pass
 		cgLeaseGetUpdate(t, h)
 	})
 
 	t.Run("cooldown from a 429", func(t *testing.T) {
-		h := cgNew(t, limiter.Options{Policy: cgWindow(100, time.Hour), MaxWait: cgDur(0), Adaptive: true})
+		h := cgNew(t, limiter.Options{Policy: cgWindow(100, time.Hour), MaxWait: new(time.Duration(0)), Adaptive: true})
 		cgThrottleOnce(h.srv, "/namespaces", http.StatusTooManyRequests, http.Header{"Retry-After": {"600"}})
 		resp, _, err := h.rawGet(context.Background(), "/api/v1/namespaces", nil)
 		require.NoError(t, err)
 		require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
 		require.Greater(t, h.storeCooldown(t), 9*time.Minute)
 
-		rle := cgRLE(t, h.getPod(context.Background(), "x"))
+		rle := harness.RateLimitExceeded(t, h.getPod(context.Background(), "x"))
 		assert.Greater(t, rle.RetryAfter(), 9*time.Minute)
 		cgLeaseGetUpdate(t, h)
 	})
 
 	t.Run("leader election", func(t *testing.T) {
-		h := cgNew(t, limiter.Options{Policy: cgWindow(1, time.Hour), MaxWait: cgDur(0), Adaptive: true})
+		h := cgNew(t, limiter.Options{Policy: cgWindow(1, time.Hour), MaxWait: new(time.Duration(0)), Adaptive: true})
 		h.exhaust(t)
 		_, err := h.budget.SetCooldown(context.Background(), time.Hour)
 		require.NoError(t, err)
@@ -601,7 +554,7 @@ func TestClientGoLeasesAreExempt(t *testing.T) {
 		cancel()
 		require.NoError(t, harness.Result(t, done))
 		assert.Positive(t, h.srv.Count("/leases/leader"))
-		assert.Equal(t, int32(1), h.obs.admitted.Load(), "only the first request counted")
+		assert.Equal(t, int32(1), h.obs.Admits.Load(), "only the first request counted")
 	})
 }
 
@@ -610,7 +563,7 @@ func TestClientGoLeasesAreExempt(t *testing.T) {
 
 // A watch takes one slot when it is opened, however long it streams.
 func TestClientGoWatchCountsOnce(t *testing.T) {
-	h := cgNew(t, limiter.Options{Policy: cgWindow(2, time.Hour), MaxWait: cgDur(0)})
+	h := cgNew(t, limiter.Options{Policy: cgWindow(2, time.Hour), MaxWait: new(time.Duration(0))})
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -624,10 +577,10 @@ func TestClientGoWatchCountsOnce(t *testing.T) {
 		require.FailNow(t, "no watch event")
 	}
 	assert.Equal(t, int32(1), h.store.reserves.Load(), "one slot for the watch")
-	assert.Equal(t, int32(1), h.obs.admitted.Load())
+	assert.Equal(t, int32(1), h.obs.Admits.Load())
 
 	require.NoError(t, h.getPod(context.Background(), "second"), "the watch left the second slot")
-	cgRLE(t, h.getPod(context.Background(), "third"))
+	harness.RateLimitExceeded(t, h.getPod(context.Background(), "third"))
 
 	watches := 0
 	for _, r := range h.srv.Requests() {
@@ -645,11 +598,11 @@ func TestClientGoWatchCountsOnce(t *testing.T) {
 // typed error that survives the clientset, and nothing is sent.
 func TestClientGoMaxWaitTypedError(t *testing.T) {
 	fc := clocktesting.NewFakeClock(time.Now())
-	h := cgNew(t, limiter.Options{Policy: cgWindow(1, time.Hour), MaxWait: cgDur(100 * time.Millisecond), Clock: fc})
+	h := cgNew(t, limiter.Options{Policy: cgWindow(1, time.Hour), MaxWait: new(100 * time.Millisecond), Clock: fc})
 
 	require.NoError(t, h.call(t, context.Background(), "first"))
 	err := h.call(t, context.Background(), "second")
-	rle := cgRLE(t, err)
+	rle := harness.RateLimitExceeded(t, err)
 	assert.Equal(t, cgCluster, rle.Cluster)
 	assert.Equal(t, h.key, rle.Key)
 	assert.Equal(t, time.Hour, rle.RetryAfter(), "the slot is one timespan after the first request")
@@ -663,7 +616,7 @@ func TestClientGoMaxWaitTypedError(t *testing.T) {
 	assert.Equal(t, int32(1), h.sends.count.Load())
 
 	fc.Step(45 * time.Minute)
-	rle = cgRLE(t, h.call(t, context.Background(), "third"))
+	rle = harness.RateLimitExceeded(t, h.call(t, context.Background(), "third"))
 	assert.Equal(t, 15*time.Minute, rle.RetryAfter())
 	assert.Zero(t, fc.Waiters(), "nothing waits")
 }
@@ -682,7 +635,7 @@ func TestClientGoDeadlineBeforeSlotFailsAtOnce(t *testing.T) {
 	require.Error(t, err)
 	assert.Less(t, elapsed, 500*time.Millisecond, "fails at once, not at the deadline")
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
-	rle := cgRLE(t, err)
+	rle := harness.RateLimitExceeded(t, err)
 	assert.Equal(t, context.DeadlineExceeded, rle.Err)
 	assert.Greater(t, rle.RetryAfter(), 59*time.Minute)
 	assert.LessOrEqual(t, rle.RetryAfter(), time.Hour)
@@ -697,7 +650,7 @@ func TestClientGoPerRequestOverrides(t *testing.T) {
 		h := cgNew(t, limiter.Options{Policy: cgWindow(1, 400*time.Millisecond), Clock: fc})
 		require.NoError(t, h.call(t, context.Background(), "first"))
 
-		rle := cgRLE(t, h.call(t, k8sratelimit.WithMaxWait(context.Background(), 0), "now"))
+		rle := harness.RateLimitExceeded(t, h.call(t, k8sratelimit.WithMaxWait(context.Background(), 0), "now"))
 		assert.Equal(t, 400*time.Millisecond, rle.RetryAfter())
 		assert.Zero(t, rle.MaxWait)
 		assert.Zero(t, fc.Waiters())
@@ -705,7 +658,7 @@ func TestClientGoPerRequestOverrides(t *testing.T) {
 
 		// The same request without the override waits for the slot.
 		done := harness.Async(func() error { return h.getPod(context.Background(), "later") })
-		cgSettle(t, func() bool { return fc.Waiters() == 1 }, "the default request waits")
+		harness.Settle(t, func() bool { return fc.Waiters() == 1 }, "the default request waits")
 		assert.Equal(t, 0, h.srv.Count("/pods/later"))
 		fc.Step(400 * time.Millisecond)
 		require.NoError(t, harness.Result(t, done))
@@ -714,21 +667,21 @@ func TestClientGoPerRequestOverrides(t *testing.T) {
 
 	t.Run("WithMaxWait longer than the default", func(t *testing.T) {
 		fc := clocktesting.NewFakeClock(time.Now())
-		h := cgNew(t, limiter.Options{Policy: cgWindow(1, 400*time.Millisecond), MaxWait: cgDur(0), Clock: fc})
+		h := cgNew(t, limiter.Options{Policy: cgWindow(1, 400*time.Millisecond), MaxWait: new(time.Duration(0)), Clock: fc})
 		require.NoError(t, h.call(t, context.Background(), "first"))
-		cgRLE(t, h.call(t, context.Background(), "refused"))
+		harness.RateLimitExceeded(t, h.call(t, context.Background(), "refused"))
 
 		done := harness.Async(func() error {
 			return h.getPod(k8sratelimit.WithMaxWait(context.Background(), time.Second), "later")
 		})
-		cgSettle(t, func() bool { return fc.Waiters() == 1 }, "the request waits")
+		harness.Settle(t, func() bool { return fc.Waiters() == 1 }, "the request waits")
 		fc.Step(400 * time.Millisecond)
 		require.NoError(t, harness.Result(t, done))
 		assert.Equal(t, 1, h.srv.Count("/pods/later"))
 	})
 
 	t.Run("WithoutLimit", func(t *testing.T) {
-		h := cgNew(t, limiter.Options{Policy: cgWindow(1, time.Hour), MaxWait: cgDur(0)})
+		h := cgNew(t, limiter.Options{Policy: cgWindow(1, time.Hour), MaxWait: new(time.Duration(0))})
 		h.exhaust(t)
 		reserves := h.store.reserves.Load()
 
@@ -738,8 +691,8 @@ func TestClientGoPerRequestOverrides(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, 1, h.srv.Count("/pods/free"))
 		assert.Equal(t, reserves, h.store.reserves.Load(), "no slot was asked for")
-		assert.Equal(t, int32(2), h.obs.exempt.Load())
-		cgRLE(t, h.getPod(context.Background(), "still-exhausted"))
+		assert.Equal(t, int32(2), h.obs.Exempts.Load())
+		harness.RateLimitExceeded(t, h.getPod(context.Background(), "still-exhausted"))
 	})
 }
 
@@ -764,9 +717,9 @@ func TestClientGoReflectorBacksOff(t *testing.T) {
 
 	t.Run("list", func(t *testing.T) {
 		t.Parallel()
-		h := cgNew(t, limiter.Options{Policy: cgWindow(1, time.Hour), MaxWait: cgDur(0)})
+		h := cgNew(t, limiter.Options{Policy: cgWindow(1, time.Hour), MaxWait: new(time.Duration(0))})
 		h.exhaust(t)
-		rejected := h.obs.rejected.Load()
+		rejected := h.obs.Rejects.Load()
 
 		lw := cgListOnly{cache.NewListWatchFromClient(h.cs.CoreV1().RESTClient(), "pods", cgNS, fields.Everything())}
 		inf := cache.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, cache.Indexers{})
@@ -784,7 +737,7 @@ func TestClientGoReflectorBacksOff(t *testing.T) {
 		close(stop)
 		require.NoError(t, harness.Result(t, done))
 
-		attempts := h.obs.rejected.Load() - rejected
+		attempts := h.obs.Rejects.Load() - rejected
 		assert.GreaterOrEqual(t, attempts, int32(1))
 		assert.LessOrEqual(t, attempts, int32(maxAttempts), "the reflector backed off")
 		assert.Equal(t, 0, h.srv.Count("/api/v1/namespaces/default/pods")-h.srv.Count("/pods/first"), "no list reached the server")
@@ -801,9 +754,9 @@ func TestClientGoReflectorBacksOff(t *testing.T) {
 
 	t.Run("informer factory", func(t *testing.T) {
 		t.Parallel()
-		h := cgNew(t, limiter.Options{Policy: cgWindow(1, time.Hour), MaxWait: cgDur(0)})
+		h := cgNew(t, limiter.Options{Policy: cgWindow(1, time.Hour), MaxWait: new(time.Duration(0))})
 		h.exhaust(t)
-		rejected := h.obs.rejected.Load()
+		rejected := h.obs.Rejects.Load()
 
 		factory := informers.NewSharedInformerFactory(h.cs, 0)
 		factory.Core().V1().Pods().Informer()
@@ -813,7 +766,7 @@ func TestClientGoReflectorBacksOff(t *testing.T) {
 		close(stop)
 		factory.Shutdown()
 
-		attempts := h.obs.rejected.Load() - rejected
+		attempts := h.obs.Rejects.Load() - rejected
 		assert.GreaterOrEqual(t, attempts, int32(1))
 		assert.LessOrEqual(t, attempts, int32(maxAttempts), "the reflector backed off")
 	})
@@ -836,7 +789,7 @@ func TestClientGoAdaptiveCooldown(t *testing.T) {
 		assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
 		assert.Equal(t, "1", resp.Header.Get("Retry-After"))
 		assert.Contains(t, body, "too many requests")
-		assert.Equal(t, []cgThrottle{{http.StatusTooManyRequests, time.Second}}, h.obs.throttles())
+		assert.Equal(t, []harness.Throttle{{Code: http.StatusTooManyRequests, Cooldown: time.Second}}, h.obs.Throttles())
 
 		start := time.Now()
 		resp, _, err = h.rawGet(context.Background(), namespaces, nil)
@@ -855,7 +808,7 @@ func TestClientGoAdaptiveCooldown(t *testing.T) {
 		require.NoError(t, err)
 		assert.Len(t, list.Items, 1)
 		assert.Equal(t, 2, h.srv.Count(namespaces), "the 429 and client-go's retry")
-		assert.Equal(t, int32(2), h.obs.admitted.Load(), "the retry counted too")
+		assert.Equal(t, int32(2), h.obs.Admits.Load(), "the retry counted too")
 	})
 
 	t.Run("Retry-After HTTP-date read against Date", func(t *testing.T) {
@@ -870,7 +823,7 @@ func TestClientGoAdaptiveCooldown(t *testing.T) {
 		resp, _, err := h.rawGet(context.Background(), namespaces, nil)
 		require.NoError(t, err)
 		require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
-		assert.Equal(t, []cgThrottle{{http.StatusTooManyRequests, time.Second}}, h.obs.throttles())
+		assert.Equal(t, []harness.Throttle{{Code: http.StatusTooManyRequests, Cooldown: time.Second}}, h.obs.Throttles())
 
 		start := time.Now()
 		_, _, err = h.rawGet(context.Background(), namespaces, nil)
@@ -885,7 +838,7 @@ func TestClientGoAdaptiveCooldown(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 		assert.Zero(t, h.storeCooldown(t))
-		assert.Empty(t, h.obs.throttles())
+		assert.Empty(t, h.obs.Throttles())
 
 		start := time.Now()
 		_, _, err = h.rawGet(context.Background(), namespaces, nil)
@@ -908,7 +861,7 @@ func TestClientGoAdaptiveCooldown(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
 		assert.Zero(t, h.storeCooldown(t))
-		assert.Equal(t, []cgThrottle{{http.StatusTooManyRequests, 0}}, h.obs.throttles())
+		assert.Equal(t, []harness.Throttle{{Code: http.StatusTooManyRequests, Cooldown: 0}}, h.obs.Throttles())
 
 		start := time.Now()
 		_, _, err = h.rawGet(context.Background(), namespaces, nil)
@@ -925,7 +878,7 @@ func TestClientGoAdaptiveCooldown(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
 		assert.Zero(t, h.storeCooldown(t))
-		assert.Equal(t, []cgThrottle{{http.StatusTooManyRequests, 0}}, h.obs.throttles())
+		assert.Equal(t, []harness.Throttle{{Code: http.StatusTooManyRequests, Cooldown: 0}}, h.obs.Throttles())
 
 		start := time.Now()
 		_, _, err = h.rawGet(context.Background(), namespaces, nil)
@@ -937,7 +890,7 @@ func TestClientGoAdaptiveCooldown(t *testing.T) {
 // A cooldown longer than the maximum wait fails the next request at once,
 // telling it when the cooldown ends.
 func TestClientGoCooldownBeyondMaxWait(t *testing.T) {
-	h := cgNew(t, limiter.Options{Policy: cgWindow(100, time.Hour), Adaptive: true, MaxWait: cgDur(200 * time.Millisecond)})
+	h := cgNew(t, limiter.Options{Policy: cgWindow(100, time.Hour), Adaptive: true, MaxWait: new(200 * time.Millisecond)})
 	cgThrottleOnce(h.srv, "/namespaces", http.StatusTooManyRequests, http.Header{"Retry-After": {"5"}})
 	resp, _, err := h.rawGet(context.Background(), "/api/v1/namespaces", nil)
 	require.NoError(t, err)
@@ -946,7 +899,7 @@ func TestClientGoCooldownBeyondMaxWait(t *testing.T) {
 	start := time.Now()
 	err = h.getPod(context.Background(), "x")
 	elapsed := time.Since(start)
-	rle := cgRLE(t, err)
+	rle := harness.RateLimitExceeded(t, err)
 	assert.Less(t, elapsed, 150*time.Millisecond, "fails at once")
 	assert.Greater(t, rle.RetryAfter(), 4500*time.Millisecond)
 	assert.LessOrEqual(t, rle.RetryAfter(), 5*time.Second)
@@ -964,7 +917,7 @@ func cgStep(t *testing.T, fc *clocktesting.FakeClock, total, step time.Duration,
 	t.Helper()
 	for moved := time.Duration(0); moved < total; moved += step {
 		fc.Step(step)
-		cgSettle(t, settled, "requests settle after a step to %v", moved+step)
+		harness.Settle(t, settled, "requests settle after a step to %v", moved+step)
 	}
 }
 
@@ -980,13 +933,13 @@ func TestClientGoCooldownMovesWaiters(t *testing.T) {
 	for i := range 6 {
 		results = append(results, harness.Async(func() error { return h.getPod(context.Background(), fmt.Sprintf("w-%d", i)) }))
 	}
-	cgSettle(t, func() bool { return h.sends.count.Load() == 2 && fc.Waiters() == 4 }, "2 sent, 4 waiting")
+	harness.Settle(t, func() bool { return h.sends.count.Load() == 2 && fc.Waiters() == 4 }, "2 sent, 4 waiting")
 
 	confirms := h.store.confirms.Load()
 	left, err := h.budget.SetCooldown(context.Background(), 700*time.Millisecond)
 	require.NoError(t, err)
 	require.Equal(t, 700*time.Millisecond, left)
-	cgSettle(t, func() bool { return h.store.confirms.Load() == confirms+4 && fc.Waiters() == 4 },
+	harness.Settle(t, func() bool { return h.store.confirms.Load() == confirms+4 && fc.Waiters() == 4 },
 		"the waiters looked at their moved slots")
 
 	cgStep(t, fc, 1300*time.Millisecond, 50*time.Millisecond, func() bool {
@@ -1020,7 +973,7 @@ func TestClientGoCloseReleasesWaiters(t *testing.T) {
 	for i := range 3 {
 		results = append(results, harness.Async(func() error { return h.getPod(context.Background(), fmt.Sprintf("waiter-%d", i)) }))
 	}
-	cgSettle(t, func() bool { return fc.Waiters() == 3 }, "3 waiting")
+	harness.Settle(t, func() bool { return fc.Waiters() == 3 }, "3 waiting")
 	require.Equal(t, sleepers+3, cgSleepers(), "the waiters are seen waiting in their budget")
 
 	require.NoError(t, h.lim.Close())
@@ -1082,7 +1035,7 @@ func TestClientGoCancelledWaiterFreesSlot(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	a := harness.Async(func() error { return h.getPod(ctx, "a") })
-	cgSettle(t, func() bool { return fc.Waiters() == 1 }, "a waits")
+	harness.Settle(t, func() bool { return fc.Waiters() == 1 }, "a waits")
 	waits := h.store.reservedWaits()
 	waitA := waits[len(waits)-1]
 	require.Equal(t, 600*time.Millisecond, waitA)
@@ -1093,7 +1046,7 @@ func TestClientGoCancelledWaiterFreesSlot(t *testing.T) {
 	assert.Equal(t, 0, h.srv.Count("/pods/a"))
 
 	b := harness.Async(func() error { return h.getPod(context.Background(), "b") })
-	cgSettle(t, func() bool { return fc.Waiters() == 1 }, "b waits")
+	harness.Settle(t, func() bool { return fc.Waiters() == 1 }, "b waits")
 	waits = h.store.reservedWaits()
 	assert.Equal(t, waitA, waits[len(waits)-1], "b got a's slot, not the one after it")
 
@@ -1243,7 +1196,7 @@ func TestClientGoThrottledExemptRequestCoolsDown(t *testing.T) {
 			require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
 			assert.Zero(t, h.store.reserves.Load(), "the request itself stays exempt")
 			assert.Greater(t, h.storeCooldown(t), 20*time.Second, "the 429 started a cooldown")
-			assert.Equal(t, []cgThrottle{{http.StatusTooManyRequests, 30 * time.Second}}, h.obs.throttles(), "the 429 was reported")
+			assert.Equal(t, []harness.Throttle{{Code: http.StatusTooManyRequests, Cooldown: 30 * time.Second}}, h.obs.Throttles(), "the 429 was reported")
 		})
 	}
 }

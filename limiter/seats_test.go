@@ -156,7 +156,7 @@ func TestSeatsNeverMoreInFlightThanTheLimitServedInOrder(t *testing.T) {
 		srv.respond(p, http.StatusOK, nil)
 	}
 	for _, r := range results {
-		require.NoError(t, finished(t, r))
+		require.NoError(t, harness.Result(t, r))
 	}
 	assert.LessOrEqual(t, srv.maxIn.Load(), int32(3))
 	assert.Equal(t, limiter.SeatStatus{Limit: 3, Share: 3}, b.Seats())
@@ -190,7 +190,7 @@ func TestSeatIsHeldUntilTheResponseIsFinished(t *testing.T) {
 
 			tt.finish(resp)
 			srv.respond(srv.next(t), http.StatusOK, nil)
-			require.NoError(t, finished(t, second))
+			require.NoError(t, harness.Result(t, second))
 		})
 	}
 }
@@ -215,7 +215,7 @@ func TestSeatOfAWatchIsFreedWhenItsHeadersArrive(t *testing.T) {
 			assert.Zero(t, b.Seats().InUse, "the watch goes on without a seat")
 			second := send(context.Background(), rt, "/second")
 			srv.respond(srv.next(t), http.StatusOK, nil)
-			require.NoError(t, finished(t, second))
+			require.NoError(t, harness.Result(t, second))
 			resp.Body.Close()
 		})
 	}
@@ -250,7 +250,7 @@ func TestRequestsOutsideSeatsTakeNone(t *testing.T) {
 			(<-got).Body.Close()
 			assert.Equal(t, 1, b.Seats().InUse, "only the first request holds a seat")
 			srv.respond(holder, http.StatusOK, nil)
-			require.NoError(t, finished(t, hold))
+			require.NoError(t, harness.Result(t, hold))
 		})
 	}
 }
@@ -261,9 +261,9 @@ func TestWithoutLimitTakesNoSeat(t *testing.T) {
 	holder := srv.next(t)
 	free := send(k8sratelimit.WithoutLimit(context.Background()), rt, "/free")
 	srv.respond(srv.next(t), http.StatusOK, nil)
-	require.NoError(t, finished(t, free))
+	require.NoError(t, harness.Result(t, free))
 	srv.respond(holder, http.StatusOK, nil)
-	require.NoError(t, finished(t, hold))
+	require.NoError(t, harness.Result(t, hold))
 }
 
 func TestFailedRoundTripFreesItsSeat(t *testing.T) {
@@ -273,19 +273,19 @@ func TestFailedRoundTripFreesItsSeat(t *testing.T) {
 	next := send(context.Background(), rt, "/next")
 	require.Eventually(t, func() bool { return b.Seats().Waiting == 1 }, 5*time.Second, time.Millisecond)
 	p.answer <- nil // the connection breaks
-	require.Error(t, finished(t, failed))
+	require.Error(t, harness.Result(t, failed))
 	srv.respond(srv.next(t), http.StatusOK, nil)
-	require.NoError(t, finished(t, next))
+	require.NoError(t, harness.Result(t, next))
 	assert.Zero(t, b.Seats().InUse)
 }
 
 func TestSeatWaitBeyondMaxWait(t *testing.T) {
-	rt, srv, b, clk := seated(t, limiter.Concurrency{Fixed: 1}, limiter.Options{MaxWait: dur(time.Second)})
+	rt, srv, b, clk := seated(t, limiter.Concurrency{Fixed: 1}, limiter.Options{MaxWait: new(time.Second)})
 	hold := send(context.Background(), rt, "/first")
 	holder := srv.next(t)
 
 	t.Run("max wait 0 is refused at once", func(t *testing.T) {
-		err := finished(t, send(k8sratelimit.WithMaxWait(context.Background(), 0), rt, "/never"))
+		err := harness.Result(t, send(k8sratelimit.WithMaxWait(context.Background(), 0), rt, "/never"))
 		var rle *rlerrors.RateLimitExceededError
 		require.ErrorAs(t, err, &rle)
 		assert.Positive(t, rle.RetryAfter())
@@ -294,34 +294,34 @@ func TestSeatWaitBeyondMaxWait(t *testing.T) {
 		done := send(context.Background(), rt, "/second")
 		require.Eventually(t, func() bool { return b.Seats().Waiting == 1 && clk.HasWaiters() }, 5*time.Second, time.Millisecond)
 		clk.Step(999 * time.Millisecond)
-		notDone(t, done)
+		harness.Pending(t, done)
 		clk.Step(time.Millisecond)
 		var rle *rlerrors.RateLimitExceededError
-		require.ErrorAs(t, finished(t, done), &rle)
+		require.ErrorAs(t, harness.Result(t, done), &rle)
 		assert.Equal(t, time.Second, rle.MaxWait)
 		assert.Zero(t, b.Seats().Waiting, "its place in line is gone")
 	})
 	t.Run("a deadline before a seat fails with a typed error", func(t *testing.T) {
 		ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(-time.Millisecond))
 		defer cancel()
-		err := finished(t, send(ctx, rt, "/late"))
+		err := harness.Result(t, send(ctx, rt, "/late"))
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 	})
 	srv.respond(holder, http.StatusOK, nil)
-	require.NoError(t, finished(t, hold))
+	require.NoError(t, harness.Result(t, hold))
 }
 
 func TestCooldownLongerThanMaxWaitRefusesSeatWaitAtOnce(t *testing.T) {
-	rt, srv, b, _ := seated(t, limiter.Concurrency{Fixed: 1}, limiter.Options{MaxWait: dur(time.Second)})
+	rt, srv, b, _ := seated(t, limiter.Concurrency{Fixed: 1}, limiter.Options{MaxWait: new(time.Second)})
 	hold := send(context.Background(), rt, "/first")
 	holder := srv.next(t)
 	_, err := b.SetCooldown(context.Background(), 5*time.Second)
 	require.NoError(t, err)
 	var rle *rlerrors.RateLimitExceededError
-	require.ErrorAs(t, finished(t, send(context.Background(), rt, "/second")), &rle)
+	require.ErrorAs(t, harness.Result(t, send(context.Background(), rt, "/second")), &rle)
 	assert.InDelta(t, 5*time.Second, rle.RetryAfter(), float64(10*time.Millisecond), "the cooldown every seat holder waits out first")
 	srv.respond(holder, http.StatusOK, nil)
-	require.NoError(t, finished(t, hold))
+	require.NoError(t, harness.Result(t, hold))
 }
 
 func TestCancelledSeatWaitLeavesTheLine(t *testing.T) {
@@ -334,13 +334,13 @@ func TestCancelledSeatWaitLeavesTheLine(t *testing.T) {
 	after := send(context.Background(), rt, "/after")
 	require.Eventually(t, func() bool { return b.Seats().Waiting == 2 }, 5*time.Second, time.Millisecond)
 	cancel()
-	require.ErrorIs(t, finished(t, cancelled), context.Canceled)
+	require.ErrorIs(t, harness.Result(t, cancelled), context.Canceled)
 	srv.respond(holder, http.StatusOK, nil)
 	p := srv.next(t)
 	assert.Equal(t, "/after", p.req.URL.Path)
 	srv.respond(p, http.StatusOK, nil)
-	require.NoError(t, finished(t, after))
-	require.NoError(t, finished(t, hold))
+	require.NoError(t, harness.Result(t, after))
+	require.NoError(t, harness.Result(t, hold))
 }
 
 func TestCloseWakesSeatWaiters(t *testing.T) {
@@ -351,9 +351,9 @@ func TestCloseWakesSeatWaiters(t *testing.T) {
 	require.Eventually(t, func() bool { return b.Seats().Waiting == 1 }, 5*time.Second, time.Millisecond)
 	closed := make(chan struct{})
 	go func() { b.Engine().Close(); close(closed) }()
-	require.ErrorIs(t, finished(t, waiting), rlerrors.ErrClosed)
+	require.ErrorIs(t, harness.Result(t, waiting), rlerrors.ErrClosed)
 	srv.respond(holder, http.StatusOK, nil)
-	require.NoError(t, finished(t, hold))
+	require.NoError(t, harness.Result(t, hold))
 	<-closed
 }
 
