@@ -249,7 +249,33 @@ func runChildFor(lim *k8sratelimit.Limiter, rc *rest.Config, workers int, d stri
 	if c.cs, err = kubernetes.NewForConfig(rc); err != nil {
 		return childproc.Fail(err)
 	}
+	var changes []string
+	done, sampled := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(sampled)
+		start, last := time.Now(), ""
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			b, err := lim.Budget("", rc)
+			if err != nil {
+				continue
+			}
+			st := b.Seats()
+			now := fmt.Sprintf("%d/%d", st.Share, st.Limit)
+			if now != last {
+				changes = append(changes, fmt.Sprintf("%.2fs:%s", time.Since(start).Seconds(), now))
+				last = now
+			}
+		}
+	}()
 	s := c.load(dur)
+	close(done)
+	<-sampled
+	fmt.Printf("429s (sent at:in flight in this process) %v; share/limit %v\n", s.throttles, changes)
 	if b, err := lim.Budget("", rc); err == nil {
 		st := b.Seats()
 		fmt.Printf("concurrency limit %d, this process's share %d\n", st.Limit, st.Share)
@@ -278,7 +304,7 @@ func seatsChildren(t *testing.T, name string, srv *redistest.Server, owner, user
 		var s served
 		_, err := fmt.Sscanf(lastLine(out), "served %d sent %d throttled %d", &s.served, &s.sent, &s.throttled)
 		require.NoError(t, err, "child %s: %s", c.Name, out)
-		t.Logf("%s: %d served, %d of %d sent answered 429 (%s)", c.Name, s.served, s.throttled, s.sent, secondLastLine(out))
+		t.Logf("%s: %d served, %d of %d sent answered 429 (%s; %s)", c.Name, s.served, s.throttled, s.sent, secondLastLine(out), nthLastLine(out, 3))
 		total.served += s.served
 		total.sent += s.sent
 		total.throttled += s.throttled
@@ -287,12 +313,16 @@ func seatsChildren(t *testing.T, name string, srv *redistest.Server, owner, user
 }
 
 // secondLastLine returns the line before the last of s.
-func secondLastLine(s string) string {
+func secondLastLine(s string) string { return nthLastLine(s, 2) }
+
+// nthLastLine returns the n-th line of s from its end, "" when s has
+// fewer.
+func nthLastLine(s string, n int) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
-	if len(lines) < 2 {
+	if len(lines) < n {
 		return ""
 	}
-	return lines[len(lines)-2]
+	return lines[len(lines)-n]
 }
 
 // lastLine returns the last line of s that is not empty.
