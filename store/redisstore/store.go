@@ -231,12 +231,16 @@ func micros(d time.Duration) int64 {
 
 // A process's requests on a budget refresh its presence and count the
 // processes sharing it (for FailureLocal's share and the seats' shares)
-// every presence interval, so that a process that only ever sends at once stays
-// present (its presence lapses after 1.5 intervals); every countEarly in
-// its first earlyFor on the budget, when processes starting together must
-// see each other before their first burst is over.
+// every presence interval, so that a process that only ever sends at once
+// stays present (its presence lapses after 1.5 intervals); every request
+// does (countEarly) in its first earlyFor on the budget, when processes
+// starting together must see each other within their first burst: a
+// process that still believes itself alone holds the whole concurrency
+// limit, and the throttle its burst draws is cut as if it were alone. The
+// count is part of the script each request runs anyway: no round trip
+// more.
 const (
-	countEarly = 200 * time.Millisecond
+	countEarly = 0
 	earlyFor   = 5 * time.Second
 )
 
