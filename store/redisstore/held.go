@@ -19,6 +19,7 @@ import (
 // recorded in Redis as a released slot.
 type heldRequest struct {
 	id     uint64
+	order  uint64 // its place among this process's reservations (see Store.member)
 	jitter time.Duration
 	slot   int64 // estimated, on the server's clock, µs
 	mark   int64 // as reply.mark
@@ -66,7 +67,7 @@ func latestHeld(held []*heldRequest, limit int) (int, string) {
 // holdLocked queues request id, whose slot is estimated wait away, in
 // process. b.mu must be held.
 func (s *Store) holdLocked(b *redisBudget, id uint64, r store.Request, rep reply) {
-	h := &heldRequest{id: id, jitter: r.Jitter, slot: rep.now + micros(rep.wait), mark: rep.mark}
+	h := &heldRequest{id: id, order: id, jitter: r.Jitter, slot: rep.now + micros(rep.wait), mark: rep.mark}
 	b.held = append(b.held, h)
 	b.heldByID[id] = h
 	if len(b.held) == 1 {
@@ -98,7 +99,7 @@ func (s *Store) promoteDueLocked(ctx context.Context, b *redisBudget) error {
 // held.
 func (s *Store) promoteFirstLocked(ctx context.Context, b *redisBudget) error {
 	h := b.held[0]
-	rep, err := s.reserve(ctx, b, b.policy, store.Request{MaxWait: store.NoMaxWait, Jitter: h.jitter}, h.id, nil, store.NoMaxWait, h)
+	rep, err := s.reserve(ctx, b, b.policy, store.Request{MaxWait: store.NoMaxWait, Jitter: h.jitter}, h.order, nil, store.NoMaxWait, h)
 	if err != nil {
 		return err
 	}
@@ -111,7 +112,7 @@ func (s *Store) promoteFirstLocked(ctx context.Context, b *redisBudget) error {
 	if rep.wait > 0 || b.policy.Strategy != store.StrategyLinear {
 		// A window records the send instant: its Confirm moves it to when
 		// the waiter really sends, should that be later.
-		b.outstanding[h.id] = struct{}{}
+		b.outstanding[h.id] = rep.member
 	} else {
 		b.ready[h.id] = struct{}{} // sent at its next Confirm
 	}
@@ -179,7 +180,7 @@ func (s *Store) claimHeldLocked(b *redisBudget, id uint64, r store.Request, rep 
 	if !res.OK {
 		return res, true
 	}
-	claim.id, claim.jitter, claim.freed = id, 0, false
+	claim.id, claim.jitter, claim.freed = id, 0, false // keeping its place
 	b.heldByID[id] = claim
 	res.ID = id
 	return res, true

@@ -61,10 +61,11 @@ end
 local due = redis.call('ZRANGEBYSCORE', W, num(s), '(' .. num(t), 'WITHSCORES')
 for i = 1, #due, 2 do
   local m = due[i]
-  -- Only those after it: at its own instant, members sort by name.
+  -- Only those after it: at its own instant, members sort by name, in
+  -- the order they were reserved (see hot.lua).
   if m ~= member and not sent(m) and (tonumber(due[i + 1]) > s or m > member) then
     redis.call('ZADD', W, t, m)
-    if string.sub(m, 1, 1) == '~' then redis.call('ZADD', F, t, m) end
+    if released(m) then redis.call('ZADD', F, t, m) end
   end
 end
 local n = redis.call('ZCARD', W)
@@ -88,7 +89,7 @@ for j = old - lo + 1 + limit, #list do
     if want > x.at then
       x.at = want
       redis.call('ZADD', W, want, x.name)
-      if string.sub(x.name, 1, 1) == '~' then redis.call('ZADD', F, want, x.name) end
+      if released(x.name) then redis.call('ZADD', F, want, x.name) end
     end
   end
 end

@@ -76,20 +76,52 @@ local function renew(due, cd, limit)
   for _, k in ipairs({W, F, M, P}) do redis.call('PEXPIRE', k, ms) end
 end
 
+-- Member names. A reservation is named 'r' .. its place .. ':' .. the
+-- process holding it; its place is a sequence number of the process that
+-- reserved it, in 13 base-36 digits, and that process's name, so that
+-- entries at one instant sort in the order they were reserved. A released
+-- slot keeps the place (place .. '~') and a newcomer that claims it takes
+-- it over, as the memory store keeps a released entry where it was. A
+-- send is '=' .. a name: at one instant, sends sort first. '!' at 0 only
+-- makes a key exist. Names of earlier versions are still read: a
+-- reservation 'process:id', a released slot '~' .. anything, a send
+-- '=' .. anything; they sort at one instant by name, and a newcomer
+-- claiming such a released slot keeps its own name.
+
+-- released reports whether m names a released slot.
+local function released(m) return string.find(m, '~', 1, true) ~= nil end
+
+-- owner returns the process holding the reservation m (nil: not a
+-- reservation).
+local function owner(m)
+  local o = string.match(m, '^r%w+:(%x+)$')
+  if o then return o end
+  return string.match(m, '^([^:~=]+):')
+end
+
+-- freedName returns the name of the released slot of reservation m.
+local function freedName(m)
+  local place = string.match(m, '^(r%w+):%x+$')
+  if place then return place .. '~' end
+  return '~' .. m
+end
+
 -- free turns a waiting reservation into a freed slot: a window keeps it
 -- counted until a newcomer claims it, so later reservations stay valid.
 -- M's nf counts the freed slots, so that a reserve looks for one only when
 -- there are some.
 local function free(m, s)
+  local f = freedName(m)
   redis.call('ZREM', W, m)
-  if windowed then redis.call('ZADD', W, s, '~' .. m) end
-  redis.call('ZADD', F, s, '~' .. m)
+  if windowed then redis.call('ZADD', W, s, f) end
+  redis.call('ZADD', F, s, f)
   redis.call('HINCRBY', M, 'nf', 1)
 end
 
--- claim gives the earliest freed slot from t0 to slot, if any, to member
--- and returns its instant (nil: none). nf is the count of freed slots;
--- named, when given, names the member by its wait.
+-- claim gives the earliest freed slot from t0 to slot, if any, to member,
+-- which takes over its place, and returns its instant (nil: none) and the
+-- name member is recorded under. nf is the count of freed slots; named,
+-- when given, names the member by its wait.
 local function claim(nf, t0, slot, member, maxwait, named)
   if nf <= 0 then return nil end
   local freed = redis.call('ZRANGEBYSCORE', F, num(t0), num(slot), 'WITHSCORES', 'LIMIT', 0, 1)
@@ -98,14 +130,16 @@ local function claim(nf, t0, slot, member, maxwait, named)
   if at - now > maxwait then return at end
   redis.call('ZREM', F, freed[1])
   redis.call('HINCRBY', M, 'nf', -1)
-  if named then member = named(at - now) end
+  local place = string.match(freed[1], '^(r%w+)~$')
+  if place then member = place .. ':' .. proc end
+  if named then member = named(member, at - now) end
   if windowed then
     redis.call('ZREM', W, freed[1])
     redis.call('ZADD', W, at, member)
   elseif at > now then
     redis.call('ZADD', W, at, member)
   end
-  return at
+  return at, member
 end
 
 -- jitter returns the part of j that keeps a wait within maxwait.
