@@ -118,6 +118,26 @@ var diffRegressions = map[string]diffCase{
 		reserveOp(0, 0),
 		reserveOp(halfSteps(0), 0),
 	}},
+	// Jitter left a held request's slot later than the next one's; the
+	// Redis store recorded them in arrival order as they came within a
+	// timespan, and the next one then found the window's latest instants
+	// ahead of its own slot and took a later one than the memory store.
+	// Found by seed 2814.
+	"HeldSlotsRecordedOutOfOrder": {policy: windowPolicy(2, 2), queue: true, ops: []diffOp{
+		reserveOp(store.NoMaxWait, 2*diffStep),
+		reserveOp(store.NoMaxWait, 0),
+		reserveOp(store.NoMaxWait, 0),
+		wakeOp(diffStep, 285, false),
+		reserveOp(store.NoMaxWait, diffStep),
+		reserveOp(store.NoMaxWait, 0),
+		reserveOp(store.NoMaxWait, 2*diffStep),
+		reserveOp(store.NoMaxWait, 0),
+		reserveOp(store.NoMaxWait, 2*diffStep),
+		reserveOp(store.NoMaxWait, 0),
+		wakeOp(diffStep, 550, false),
+		advanceOp(3 * diffStep),
+		reserveOp(store.NoMaxWait, 0),
+	}},
 }
 
 // diffKnown are reduced sequences on which the stores still disagree. Each
