@@ -68,5 +68,5 @@ func Member(s *Store, key string, id uint64) string {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.outstanding[id]
+	return b.outstanding[id].member
 }

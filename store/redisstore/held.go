@@ -127,7 +127,7 @@ func (s *Store) promoteNextLocked(ctx context.Context, b *redisBudget) error {
 	if rep.wait > 0 || b.policy.Strategy != store.StrategyLinear {
 		// A window records the send instant: its Confirm moves it to when
 		// the waiter really sends, should that be later.
-		b.outstanding[h.id] = rep.member
+		b.outstanding[h.id] = rep.record()
 	} else {
 		b.ready[h.id] = struct{}{} // sent at its next Confirm
 	}

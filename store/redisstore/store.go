@@ -194,7 +194,7 @@ type redisBudget struct {
 	policy      store.Policy
 	held        []*heldRequest          // waiting in-process, in arrival order
 	heldByID    map[uint64]*heldRequest // the same, by ID
-	outstanding map[uint64]string       // deferred reservations recorded in Redis -> their names there
+	outstanding map[uint64]record       // deferred reservations recorded in Redis
 	ready       map[uint64]struct{}     // held requests whose slot came when recorded
 	migrated    map[uint64]uint64       // reservations of an outage's local budget -> their reservations in Redis since
 	timer       *time.Timer             // promotes the first held request
@@ -204,7 +204,7 @@ func (s *Store) budget(key string) *redisBudget {
 	if v, ok := s.budgets.Load(key); ok {
 		return v.(*redisBudget)
 	}
-	b := &redisBudget{key: key, keys: redisKeys(key), heldByID: map[uint64]*heldRequest{}, outstanding: map[uint64]string{}, ready: map[uint64]struct{}{}, migrated: map[uint64]uint64{}}
+	b := &redisBudget{key: key, keys: redisKeys(key), heldByID: map[uint64]*heldRequest{}, outstanding: map[uint64]record{}, ready: map[uint64]struct{}{}, migrated: map[uint64]uint64{}}
 	b.procs.Store(1)
 	b.lastHere.Store(math.MinInt64 / 2)
 	b.born = s.localMicros()
@@ -308,6 +308,17 @@ type reply struct {
 	base    int64 // the slot before jitter, µs
 	member  string
 }
+
+// record is a deferred reservation recorded in Redis, as the confirm
+// script needs it.
+type record struct {
+	member string // its name there
+	at     int64  // when it was recorded, µs of the server's clock
+	mark   int64  // as reply.mark
+}
+
+// record returns what a reply that recorded a reservation says of it.
+func (r reply) record() record { return record{member: r.member, at: r.now, mark: r.mark} }
 
 const (
 	refused  = 0
@@ -440,7 +451,7 @@ func (s *Store) answerLocked(b *redisBudget, id uint64, r store.Request, rep rep
 		s.holdLocked(b, id, r, rep)
 	default:
 		res.ID = id
-		b.outstanding[id] = rep.member
+		b.outstanding[id] = rep.record()
 	}
 	return res
 }
@@ -502,7 +513,7 @@ func (s *Store) confirm(ctx context.Context, b *redisBudget, id uint64) (time.Du
 		// Recorded just now with its slot come: confirm it like any other,
 		// so that the window records it as sent, when it is sent.
 	}
-	name, mine := b.outstanding[id]
+	rec, mine := b.outstanding[id]
 	if !mine {
 		// Released, or confirmed already; a reservation released after its
 		// slot stays counted there, as a released one of the memory store.
@@ -514,7 +525,7 @@ func (s *Store) confirm(ctx context.Context, b *redisBudget, id uint64) (time.Du
 		holding = "1"
 	}
 	b.mu.Unlock()
-	v, err := s.call(ctx, scriptConfirm, b, append(s.args(b, p, false, 3), name, max(p.Limit, 1), holding))
+	v, err := s.call(ctx, scriptConfirm, b, append(s.args(b, p, false, 5), rec.member, max(p.Limit, 1), holding, rec.at, rec.mark))
 	if err != nil {
 		return s.failedConfirm(ctx, b, id, 0, err)
 	}
@@ -549,7 +560,7 @@ func (s *Store) confirm(ctx context.Context, b *redisBudget, id uint64) (time.Du
 			delete(b.outstanding, id)
 			s.sent(b, p)
 		} else {
-			b.outstanding[id] = rep.member
+			b.outstanding[id] = rep.record()
 		}
 		return rep.wait, nil
 	case left == 0:
@@ -593,14 +604,14 @@ func (s *Store) Release(ctx context.Context, key string, id uint64) error {
 		b.mu.Unlock()
 		return nil
 	}
-	name, mine := b.outstanding[id]
+	rec, mine := b.outstanding[id]
 	delete(b.outstanding, id)
 	p := b.policy
 	b.mu.Unlock()
 	if !mine || s.down.Load() {
 		return nil
 	}
-	if _, err := s.call(ctx, scriptRelease, b, append(s.args(b, p, false, 1), name)); err != nil {
+	if _, err := s.call(ctx, scriptRelease, b, append(s.args(b, p, false, 1), rec.member)); err != nil {
 		_, err = failed(s, ctx, err, func() (store.Reservation, error) { return store.Reservation{}, nil })
 		return err
 	}

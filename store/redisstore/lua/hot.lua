@@ -40,20 +40,32 @@ local function count()
   return #live
 end
 
+-- join refreshes this process's presence. When it had lapsed (or begins),
+-- M's e:<process> records when it began again: a reservation recorded
+-- since then has not been freed for a lapse, nor lost with the budget
+-- (see confirm.lua). The field goes with the process's presence.
+local function join()
+  local s = redis.call('ZSCORE', P, proc)
+  if not s or tonumber(s) <= now then redis.call('HSET', M, 'e:' .. proc, now) end
+  redis.call('ZADD', P, now + ttl, proc)
+end
+
 -- here refreshes this process's presence when asked to (ahead: this call
 -- records a reservation ahead), and returns the number of processes
 -- sharing the budget (-1: not counted).
 local function here(ahead)
   if ARGV[6] == '1' then
-    redis.call('ZADD', P, now + ttl, proc)
+    join()
     return count()
   end
-  if ARGV[6] == '2' and ahead then redis.call('ZADD', P, now + ttl, proc) end
+  if ARGV[6] == '2' and ahead then join() end
   return -1
 end
 
 -- renew, at most every renewEvery (and on a budget's first use), drops
--- freed slots already past and abandoned linear reservations, makes W and
+-- freed slots already past, abandoned linear reservations (a timespan
+-- past their slots) and the presence records of processes no longer
+-- present (those a previous version's upkeep removed), makes W and
 -- F exist (a member at instant 0 constrains nothing), records the policy
 -- for status, and pushes the expiry of all four keys past every instant
 -- they can hold until the next renewal: each instant recorded meanwhile
@@ -65,7 +77,13 @@ local function renew(due, cd, limit)
   if not windowed then redis.call('ZREMRANGEBYSCORE', W, '-inf', num(now - span)) end
   redis.call('ZADD', W, 0, '!')
   redis.call('ZADD', F, 0, '!')
-  redis.call('ZADD', P, now + ttl, proc)
+  join()
+  for _, f in ipairs(redis.call('HKEYS', M)) do
+    if string.sub(f, 1, 2) == 'e:' then
+      local s = redis.call('ZSCORE', P, string.sub(f, 3))
+      if not s or tonumber(s) <= now then redis.call('HDEL', M, f) end
+    end
+  end
   redis.call('HSET', M, 'nf', redis.call('ZCOUNT', F, '(0', '+inf'), 'ren', now + renewEvery, 'span', span)
   if limit then
     local strategy = 'linear'

@@ -41,14 +41,14 @@ end
 -- slots to the reservations after them. It returns the number of
 -- processes sharing the budget, and sets rank.
 local function presence()
-  redis.call('ZADD', P, now + ttl, proc)
+  join()
   local dead = redis.call('ZRANGEBYSCORE', P, '-inf', num(now))
   if #dead > 0 then
     redis.call('ZREMRANGEBYSCORE', P, '-inf', num(now))
     local gone = {}
     for _, d in ipairs(dead) do
       gone[d] = true
-      redis.call('HDEL', M, 's:' .. d) -- its seats report
+      redis.call('HDEL', M, 's:' .. d, 'e:' .. d) -- its seats report, its presence record
     end
     local ahead = redis.call('ZRANGEBYSCORE', W, '(' .. num(now), '+inf', 'WITHSCORES')
     local freed = false
