@@ -194,8 +194,11 @@ func play(t *testing.T, client *redis.Client, c diffCase) error {
 	return nil
 }
 
-// lateness returns how late a confirmation may come: less than a
-// timespan.
+// lateness returns how late a confirmation of a window reservation may
+// come: less than a timespan. One a timespan late or more may have left
+// the window and take a slot again; the stores still part on some such
+// sequences (seed 2374, were they let through), which do not reduce to a
+// case that fails every time. A linear one may come however late.
 func (r *diffRun) lateness() time.Duration { return r.p.Timespan - diffStep/2 }
 
 // now returns the memory store's time since the sequence started.
@@ -265,8 +268,8 @@ func (r *diffRun) apply(o diffOp) error {
 				return err
 			}
 		}
-		if !r.free && !x.spent && r.now()-x.slot >= r.lateness() {
-			return nil // see diffKnown on late confirmations
+		if !r.free && !x.spent && r.p.Strategy == store.StrategyWindow && r.now()-x.slot >= r.lateness() {
+			return nil // see lateness
 		}
 		now := r.now()
 		m, merr := r.mem.Confirm(r.ctx, diffKey, x.mem)

@@ -58,3 +58,15 @@ func Now(s *Store) time.Duration { return time.Duration(s.localMicros()) * time.
 
 // Process returns s's name for this process in the budgets it shares.
 func Process(s *Store) string { return s.proc }
+
+// Member returns the name under which s recorded reservation id of the
+// budget key in Redis ("" when s holds none).
+func Member(s *Store, key string, id uint64) string {
+	b, ok := s.existing(key)
+	if !ok {
+		return ""
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.outstanding[id].member
+}

@@ -174,6 +174,7 @@ func (s *Store) confirmDuringOutage(b *redisBudget, id uint64) (time.Duration, e
 		}
 		s.unholdLocked(b, id)
 	}
+	rec := b.outstanding[id] // none for a held request: Redis has none
 	delete(b.outstanding, id)
 	p := b.policy
 	b.mu.Unlock()
@@ -195,7 +196,7 @@ func (s *Store) confirmDuringOutage(b *redisBudget, id uint64) (time.Duration, e
 		// Redis answers again: it decides. The reservation left
 		// outstanding is confirmed there.
 		b.mu.Lock()
-		b.outstanding[id] = struct{}{}
+		b.outstanding[id] = rec
 		b.mu.Unlock()
 		return s.confirm(context.Background(), b, id)
 	}

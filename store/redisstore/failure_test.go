@@ -2,7 +2,6 @@ package redisstore_test
 
 import (
 	"context"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -241,7 +240,9 @@ func TestRedisHoldsFarReservationsInProcess(t *testing.T) {
 	left, err = s.Confirm(ctx, "k", ids[4])
 	require.NoError(t, err)
 	assert.InDelta(t, float64(20*time.Second-past), float64(left), float64(redisTolerance), "the held request keeps its estimated slot")
-	_, err = client.ZScore(ctx, "{k}:w", redisstore.Process(s)+":"+strconv.FormatUint(ids[4], 36)).Result()
+	member := redisstore.Member(s, "k", ids[4])
+	require.NotEmpty(t, member)
+	_, err = client.ZScore(ctx, "{k}:w", member).Result()
 	assert.NoError(t, err, "once within a timespan, a held request is recorded in Redis")
 }
 

@@ -19,6 +19,7 @@ import (
 // recorded in Redis as a released slot.
 type heldRequest struct {
 	id     uint64
+	order  uint64 // its place among this process's reservations (see Store.member)
 	jitter time.Duration
 	slot   int64 // estimated, on the server's clock, µs
 	mark   int64 // as reply.mark
@@ -66,7 +67,7 @@ func latestHeld(held []*heldRequest, limit int) (int, string) {
 // holdLocked queues request id, whose slot is estimated wait away, in
 // process. b.mu must be held.
 func (s *Store) holdLocked(b *redisBudget, id uint64, r store.Request, rep reply) {
-	h := &heldRequest{id: id, jitter: r.Jitter, slot: rep.now + micros(rep.wait), mark: rep.mark}
+	h := &heldRequest{id: id, order: id, jitter: r.Jitter, slot: rep.now + micros(rep.wait), mark: rep.mark}
 	b.held = append(b.held, h)
 	b.heldByID[id] = h
 	if len(b.held) == 1 {
@@ -79,11 +80,26 @@ func (s *Store) due(b *redisBudget, h *heldRequest) bool {
 	return h.slot-s.serverMicros() <= micros(b.policy.Timespan)
 }
 
-// promoteDueLocked records in Redis, in order, the held requests whose
-// slots have come within one timespan. b.mu must be held.
+// nextHeld returns the index in held of the request to record next: the
+// one whose slot comes first, the earliest arrival among equal slots.
+// Jitter may leave a later arrival's slot earlier: recorded after one
+// whose slot is later, it would find the window's latest instants ahead of
+// its own and not fit where the memory store keeps it.
+func nextHeld(held []*heldRequest) int {
+	next := 0
+	for i, h := range held {
+		if h.slot < held[next].slot {
+			next = i
+		}
+	}
+	return next
+}
+
+// promoteDueLocked records in Redis, in the order of their slots, the held
+// requests whose slots have come within one timespan. b.mu must be held.
 func (s *Store) promoteDueLocked(ctx context.Context, b *redisBudget) error {
-	for len(b.held) > 0 && s.due(b, b.held[0]) {
-		if err := s.promoteFirstLocked(ctx, b); err != nil {
+	for len(b.held) > 0 && s.due(b, b.held[nextHeld(b.held)]) {
+		if err := s.promoteNextLocked(ctx, b); err != nil {
 			return err
 		}
 	}
@@ -91,19 +107,19 @@ func (s *Store) promoteDueLocked(ctx context.Context, b *redisBudget) error {
 	return nil
 }
 
-// promoteFirstLocked records the first held request in Redis at the slot
-// it was estimated, with its jitter, as the memory store would have kept
+// promoteNextLocked records the next held request (see nextHeld) in Redis
+// at the slot it was estimated, with its jitter, as the memory store would have kept
 // it; at the earliest slot it now has, whatever the wait, only where what
 // other processes recorded meanwhile leaves no room there. b.mu must be
 // held.
-func (s *Store) promoteFirstLocked(ctx context.Context, b *redisBudget) error {
-	h := b.held[0]
-	rep, err := s.reserve(ctx, b, b.policy, store.Request{MaxWait: store.NoMaxWait, Jitter: h.jitter}, h.id, nil, store.NoMaxWait, h)
+func (s *Store) promoteNextLocked(ctx context.Context, b *redisBudget) error {
+	i := nextHeld(b.held)
+	h := b.held[i]
+	rep, err := s.reserve(ctx, b, b.policy, store.Request{MaxWait: store.NoMaxWait, Jitter: h.jitter}, h.order, nil, store.NoMaxWait, h)
 	if err != nil {
 		return err
 	}
-	b.held[0] = nil
-	b.held = b.held[1:]
+	b.held = slices.Delete(b.held, i, i+1)
 	if h.freed {
 		return nil // recorded as a released slot, where it still fits
 	}
@@ -111,7 +127,7 @@ func (s *Store) promoteFirstLocked(ctx context.Context, b *redisBudget) error {
 	if rep.wait > 0 || b.policy.Strategy != store.StrategyLinear {
 		// A window records the send instant: its Confirm moves it to when
 		// the waiter really sends, should that be later.
-		b.outstanding[h.id] = struct{}{}
+		b.outstanding[h.id] = rep.record()
 	} else {
 		b.ready[h.id] = struct{}{} // sent at its next Confirm
 	}
@@ -131,9 +147,9 @@ func (s *Store) confirmHeldLocked(ctx context.Context, b *redisBudget, h *heldRe
 	if !s.due(b, h) {
 		return s.until(h.slot), nil
 	}
-	// The requests held before it are due too: record them first.
+	// The requests held with earlier slots are due too: record them first.
 	for b.heldByID[h.id] != nil {
-		if err := s.promoteFirstLocked(ctx, b); err != nil {
+		if err := s.promoteNextLocked(ctx, b); err != nil {
 			return 0, err
 		}
 	}
@@ -179,7 +195,7 @@ func (s *Store) claimHeldLocked(b *redisBudget, id uint64, r store.Request, rep 
 	if !res.OK {
 		return res, true
 	}
-	claim.id, claim.jitter, claim.freed = id, 0, false
+	claim.id, claim.jitter, claim.freed = id, 0, false // keeping its place
 	b.heldByID[id] = claim
 	res.ID = id
 	return res, true
@@ -275,7 +291,7 @@ func (s *Store) crowdHeldLocked(b *redisBudget, tail []int64) {
 	}
 }
 
-// schedulePromotionLocked arms the timer that promotes the first held
+// schedulePromotionLocked arms the timer that promotes the next held
 // request when it comes due, so that it is recorded in Redis one timespan
 // ahead even if nothing else happens on the budget. b.mu must be held.
 func (s *Store) schedulePromotionLocked(b *redisBudget) {
@@ -286,7 +302,7 @@ func (s *Store) schedulePromotionLocked(b *redisBudget) {
 	if len(b.held) == 0 {
 		return
 	}
-	in := max(s.until(b.held[0].slot)-b.policy.Timespan, 0)
+	in := max(s.until(b.held[nextHeld(b.held)].slot)-b.policy.Timespan, 0)
 	b.timer = time.AfterFunc(in, func() {
 		select {
 		case <-s.done:

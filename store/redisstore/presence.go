@@ -144,7 +144,7 @@ func (s *Store) Close() error {
 			if b.timer != nil {
 				b.timer.Stop()
 			}
-			b.held, b.heldByID, b.outstanding, b.ready = nil, map[uint64]*heldRequest{}, map[uint64]struct{}{}, map[uint64]struct{}{}
+			b.held, b.heldByID, b.outstanding, b.ready = nil, map[uint64]*heldRequest{}, map[uint64]record{}, map[uint64]struct{}{}
 			p := b.policy
 			b.mu.Unlock()
 			if s.down.Load() {

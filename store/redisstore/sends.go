@@ -149,7 +149,7 @@ func (s *Store) confirmMigrated(ctx context.Context, key string, b *redisBudget,
 	}
 	b.mu.Lock()
 	b.migrated[id] = rid
-	b.outstanding[rid] = struct{}{}
+	b.outstanding[rid] = rep.record()
 	b.mu.Unlock()
 	return rep.wait, nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -193,7 +194,7 @@ type redisBudget struct {
 	policy      store.Policy
 	held        []*heldRequest          // waiting in-process, in arrival order
 	heldByID    map[uint64]*heldRequest // the same, by ID
-	outstanding map[uint64]struct{}     // deferred reservations recorded in Redis
+	outstanding map[uint64]record       // deferred reservations recorded in Redis
 	ready       map[uint64]struct{}     // held requests whose slot came when recorded
 	migrated    map[uint64]uint64       // reservations of an outage's local budget -> their reservations in Redis since
 	timer       *time.Timer             // promotes the first held request
@@ -203,7 +204,7 @@ func (s *Store) budget(key string) *redisBudget {
 	if v, ok := s.budgets.Load(key); ok {
 		return v.(*redisBudget)
 	}
-	b := &redisBudget{key: key, keys: redisKeys(key), heldByID: map[uint64]*heldRequest{}, outstanding: map[uint64]struct{}{}, ready: map[uint64]struct{}{}, migrated: map[uint64]uint64{}}
+	b := &redisBudget{key: key, keys: redisKeys(key), heldByID: map[uint64]*heldRequest{}, outstanding: map[uint64]record{}, ready: map[uint64]struct{}{}, migrated: map[uint64]uint64{}}
 	b.procs.Store(1)
 	b.lastHere.Store(math.MinInt64 / 2)
 	b.born = s.localMicros()
@@ -219,7 +220,21 @@ func (s *Store) existing(key string) (*redisBudget, bool) {
 	return v.(*redisBudget), true
 }
 
-func (s *Store) member(id uint64) string { return s.proc + ":" + strconv.FormatUint(id, 36) }
+// member returns the name under which this process records a reservation
+// made order-th among its reservations (see lua/hot.lua): its place, 'r',
+// order in 13 base-36 digits and this process's name, so that entries at
+// one instant sort in the order they were reserved, then ':' and this
+// process's name, the one holding it. A reservation that claims a released
+// slot takes over the slot's place instead: the reserve scripts return the
+// name recorded.
+func (s *Store) member(order uint64) string {
+	digits := strconv.FormatUint(order, 36)
+	return "r" + strings.Repeat("0", orderDigits-len(digits)) + digits + s.proc + ":" + s.proc
+}
+
+// orderDigits is the width of the sequence number in a member's name: a
+// uint64 in base 36.
+const orderDigits = 13
 
 // micros converts a duration to whole microseconds, at least 1 when positive.
 func micros(d time.Duration) int64 {
@@ -295,7 +310,19 @@ type reply struct {
 	now     int64 // the server's time of the decision, µs
 	mark    int64 // window: the slot before jitter; linear: the theoretical arrival time after it; µs
 	base    int64 // the slot before jitter, µs
+	member  string
 }
+
+// record is a deferred reservation recorded in Redis, as the confirm
+// script needs it.
+type record struct {
+	member string // its name there
+	at     int64  // when it was recorded, µs of the server's clock
+	mark   int64  // as reply.mark
+}
+
+// record returns what a reply that recorded a reservation says of it.
+func (r reply) record() record { return record{member: r.member, at: r.now, mark: r.mark} }
 
 const (
 	refused  = 0
@@ -303,15 +330,16 @@ const (
 	toHold   = 2
 )
 
-// reserve runs the reserve script of p's strategy for member id, queued
-// after the requests held in-process (held). ahead bounds how far a
+// reserve runs the reserve script of p's strategy for the reservation made
+// order-th by this process (see member), queued after the requests held
+// in-process (held). ahead bounds how far a
 // reservation may be recorded. promoted, when not nil, is the held request
 // id being recorded: at its estimated slot, where what Redis holds leaves
 // room for it there.
-func (s *Store) reserve(ctx context.Context, b *redisBudget, p store.Policy, r store.Request, id uint64, held []*heldRequest, ahead time.Duration, promoted *heldRequest) (reply, error) {
+func (s *Store) reserve(ctx context.Context, b *redisBudget, p store.Policy, r store.Request, order uint64, held []*heldRequest, ahead time.Duration, promoted *heldRequest) (reply, error) {
 	limit := max(p.Limit, 1)
 	span := max(p.Timespan, time.Microsecond)
-	args := append(s.args(b, p, false, 14), limit, micros(r.MaxWait), micros(r.Jitter), s.member(id), len(held), micros(ahead))
+	args := append(s.args(b, p, false, 14), limit, micros(r.MaxWait), micros(r.Jitter), s.member(order), len(held), micros(ahead))
 	sc := scriptReserveWindow
 	var latest string // window: the latest slots of the held requests
 	if p.Strategy == store.StrategyLinear {
@@ -352,11 +380,12 @@ func (s *Store) reserve(ctx context.Context, b *redisBudget, p store.Policy, r s
 		return reply{}, err
 	}
 	a, ok := v.([]any)
-	if !ok || len(a) != 8 {
+	if !ok || len(a) != 9 {
 		return reply{}, fmt.Errorf("store: unexpected reply %v", v)
 	}
 	n := func(i int) int64 { x, _ := a[i].(int64); return x }
 	rep := reply{status: n(0), wait: time.Duration(n(1)) * time.Microsecond, cooling: n(2) == 1, now: n(3), mark: n(4), base: n(7)}
+	rep.member, _ = a[8].(string)
 	if rep.status == recorded && rep.wait > 0 && args[5] == "2" {
 		b.lastHere.Store(s.localMicros()) // the script refreshed the presence
 	}
@@ -426,7 +455,7 @@ func (s *Store) answerLocked(b *redisBudget, id uint64, r store.Request, rep rep
 		s.holdLocked(b, id, r, rep)
 	default:
 		res.ID = id
-		b.outstanding[id] = struct{}{}
+		b.outstanding[id] = rep.record()
 	}
 	return res
 }
@@ -488,12 +517,19 @@ func (s *Store) confirm(ctx context.Context, b *redisBudget, id uint64) (time.Du
 		// Recorded just now with its slot come: confirm it like any other,
 		// so that the window records it as sent, when it is sent.
 	}
+	rec, mine := b.outstanding[id]
+	if !mine {
+		// Released, or confirmed already; a reservation released after its
+		// slot stays counted there, as a released one of the memory store.
+		b.mu.Unlock()
+		return 0, store.ErrUnknownReservation
+	}
 	holding := "0"
 	if len(b.held) > 0 {
 		holding = "1"
 	}
 	b.mu.Unlock()
-	v, err := s.call(ctx, scriptConfirm, b, append(s.args(b, p, false, 3), s.member(id), max(p.Limit, 1), holding))
+	v, err := s.call(ctx, scriptConfirm, b, append(s.args(b, p, false, 5), rec.member, max(p.Limit, 1), holding, rec.at, rec.mark))
 	if err != nil {
 		return s.failedConfirm(ctx, b, id, 0, err)
 	}
@@ -511,22 +547,24 @@ func (s *Store) confirm(ctx context.Context, b *redisBudget, id uint64) (time.Du
 		}
 		s.crowdHeldLocked(b, tail)
 	}
-	_, mine := b.outstanding[id]
-	switch {
-	case !mine:
-		// Released (whose slot had come: Redis keeps it as a send) or
-		// confirmed already.
+	if _, mine := b.outstanding[id]; !mine {
+		// Released or confirmed meanwhile.
 		return 0, store.ErrUnknownReservation
+	}
+	switch {
 	case left < 0:
 		// Redis lost it (restarted, or this process's presence lapsed):
-		// take a slot again under the same ID.
-		rep, err := s.reserve(ctx, b, p, store.Request{MaxWait: store.NoMaxWait}, id, nil, store.NoMaxWait, nil)
+		// take a slot again under the same ID, after those reserved
+		// before, as a newcomer.
+		rep, err := s.reserve(ctx, b, p, store.Request{MaxWait: store.NoMaxWait}, s.seq.Add(1), nil, store.NoMaxWait, nil)
 		if err != nil {
 			return s.failedConfirm(ctx, b, id, 0, err)
 		}
 		if rep.wait == 0 {
 			delete(b.outstanding, id)
 			s.sent(b, p)
+		} else {
+			b.outstanding[id] = rep.record()
 		}
 		return rep.wait, nil
 	case left == 0:
@@ -570,14 +608,14 @@ func (s *Store) Release(ctx context.Context, key string, id uint64) error {
 		b.mu.Unlock()
 		return nil
 	}
-	_, mine := b.outstanding[id]
+	rec, mine := b.outstanding[id]
 	delete(b.outstanding, id)
 	p := b.policy
 	b.mu.Unlock()
 	if !mine || s.down.Load() {
 		return nil
 	}
-	if _, err := s.call(ctx, scriptRelease, b, append(s.args(b, p, false, 1), s.member(id))); err != nil {
+	if _, err := s.call(ctx, scriptRelease, b, append(s.args(b, p, false, 1), rec.member)); err != nil {
 		_, err = failed(s, ctx, err, func() (store.Reservation, error) { return store.Reservation{}, nil })
 		return err
 	}

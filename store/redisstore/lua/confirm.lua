@@ -1,13 +1,30 @@
 -- Confirm a waiting reservation when its waiter wakes. ARGV[7] member,
 -- [8] limit, [9] 1 when this process holds requests in-process (see
--- reserve_window.lua). Returns {the µs left until its slot (0: send now),
--- or -1 when the budget no longer holds it}; a late send of a window
--- (below) adds, when [9] is 1, the instants of the L latest entries, in
--- order, so that the process moves the held requests they crowd.
+-- reserve_window.lua), [10] when it was recorded (µs), [11] linear: the
+-- theoretical arrival time after it. Returns {the µs left until its slot
+-- (0: send now), or -1 when the budget no longer holds it}; a late send of
+-- a window (below) adds, when [9] is 1, the instants of the L latest
+-- entries, in order, so that the process moves the held requests they
+-- crowd.
 local member, limit = ARGV[7], tonumber(ARGV[8])
 here(true)
 local s = redis.call('ZSCORE', W, member)
-if not s then return {-1} end
+if not s then
+  -- A linear reservation a timespan past its slot may have been dropped
+  -- by renew; the theoretical arrival time counts it still, so it is sent
+  -- now, as if its entry were there. It was dropped for its age, not freed
+  -- for a lapse of this process's presence nor lost with the budget
+  -- (a restart), when this process has been present since before it was
+  -- recorded (see join) and the budget's state has counted it. Otherwise
+  -- the process reserves again.
+  local at = tonumber(ARGV[10])
+  if not windowed and at > 0 and at <= now - span then
+    local st = redis.call('HMGET', M, 'e:' .. proc, 'tat')
+    local since = tonumber(st[1])
+    if since and since <= at and (tonumber(st[2]) or 0) >= tonumber(ARGV[11]) then return {0} end
+  end
+  return {-1}
+end
 s = tonumber(s)
 if s > now then return {s - now} end
 if not windowed then
@@ -61,10 +78,11 @@ end
 local due = redis.call('ZRANGEBYSCORE', W, num(s), '(' .. num(t), 'WITHSCORES')
 for i = 1, #due, 2 do
   local m = due[i]
-  -- Only those after it: at its own instant, members sort by name.
+  -- Only those after it: at its own instant, members sort by name, in
+  -- the order they were reserved (see hot.lua).
   if m ~= member and not sent(m) and (tonumber(due[i + 1]) > s or m > member) then
     redis.call('ZADD', W, t, m)
-    if string.sub(m, 1, 1) == '~' then redis.call('ZADD', F, t, m) end
+    if released(m) then redis.call('ZADD', F, t, m) end
   end
 end
 local n = redis.call('ZCARD', W)
@@ -88,7 +106,7 @@ for j = old - lo + 1 + limit, #list do
     if want > x.at then
       x.at = want
       redis.call('ZADD', W, want, x.name)
-      if string.sub(x.name, 1, 1) == '~' then redis.call('ZADD', F, want, x.name) end
+      if released(x.name) then redis.call('ZADD', F, want, x.name) end
     end
   end
 end

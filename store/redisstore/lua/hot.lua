@@ -40,20 +40,32 @@ local function count()
   return #live
 end
 
+-- join refreshes this process's presence. When it had lapsed (or begins),
+-- M's e:<process> records when it began again: a reservation recorded
+-- since then has not been freed for a lapse, nor lost with the budget
+-- (see confirm.lua). The field goes with the process's presence.
+local function join()
+  local s = redis.call('ZSCORE', P, proc)
+  if not s or tonumber(s) <= now then redis.call('HSET', M, 'e:' .. proc, now) end
+  redis.call('ZADD', P, now + ttl, proc)
+end
+
 -- here refreshes this process's presence when asked to (ahead: this call
 -- records a reservation ahead), and returns the number of processes
 -- sharing the budget (-1: not counted).
 local function here(ahead)
   if ARGV[6] == '1' then
-    redis.call('ZADD', P, now + ttl, proc)
+    join()
     return count()
   end
-  if ARGV[6] == '2' and ahead then redis.call('ZADD', P, now + ttl, proc) end
+  if ARGV[6] == '2' and ahead then join() end
   return -1
 end
 
 -- renew, at most every renewEvery (and on a budget's first use), drops
--- freed slots already past and abandoned linear reservations, makes W and
+-- freed slots already past, abandoned linear reservations (a timespan
+-- past their slots) and the presence records of processes no longer
+-- present (those a previous version's upkeep removed), makes W and
 -- F exist (a member at instant 0 constrains nothing), records the policy
 -- for status, and pushes the expiry of all four keys past every instant
 -- they can hold until the next renewal: each instant recorded meanwhile
@@ -65,7 +77,13 @@ local function renew(due, cd, limit)
   if not windowed then redis.call('ZREMRANGEBYSCORE', W, '-inf', num(now - span)) end
   redis.call('ZADD', W, 0, '!')
   redis.call('ZADD', F, 0, '!')
-  redis.call('ZADD', P, now + ttl, proc)
+  join()
+  for _, f in ipairs(redis.call('HKEYS', M)) do
+    if string.sub(f, 1, 2) == 'e:' then
+      local s = redis.call('ZSCORE', P, string.sub(f, 3))
+      if not s or tonumber(s) <= now then redis.call('HDEL', M, f) end
+    end
+  end
   redis.call('HSET', M, 'nf', redis.call('ZCOUNT', F, '(0', '+inf'), 'ren', now + renewEvery, 'span', span)
   if limit then
     local strategy = 'linear'
@@ -76,20 +94,52 @@ local function renew(due, cd, limit)
   for _, k in ipairs({W, F, M, P}) do redis.call('PEXPIRE', k, ms) end
 end
 
+-- Member names. A reservation is named 'r' .. its place .. ':' .. the
+-- process holding it; its place is a sequence number of the process that
+-- reserved it, in 13 base-36 digits, and that process's name, so that
+-- entries at one instant sort in the order they were reserved. A released
+-- slot keeps the place (place .. '~') and a newcomer that claims it takes
+-- it over, as the memory store keeps a released entry where it was. A
+-- send is '=' .. a name: at one instant, sends sort first. '!' at 0 only
+-- makes a key exist. Names of earlier versions are still read: a
+-- reservation 'process:id', a released slot '~' .. anything, a send
+-- '=' .. anything; they sort at one instant by name, and a newcomer
+-- claiming such a released slot keeps its own name.
+
+-- released reports whether m names a released slot.
+local function released(m) return string.find(m, '~', 1, true) ~= nil end
+
+-- owner returns the process holding the reservation m (nil: not a
+-- reservation).
+local function owner(m)
+  local o = string.match(m, '^r%w+:(%x+)$')
+  if o then return o end
+  return string.match(m, '^([^:~=]+):')
+end
+
+-- freedName returns the name of the released slot of reservation m.
+local function freedName(m)
+  local place = string.match(m, '^(r%w+):%x+$')
+  if place then return place .. '~' end
+  return '~' .. m
+end
+
 -- free turns a waiting reservation into a freed slot: a window keeps it
 -- counted until a newcomer claims it, so later reservations stay valid.
 -- M's nf counts the freed slots, so that a reserve looks for one only when
 -- there are some.
 local function free(m, s)
+  local f = freedName(m)
   redis.call('ZREM', W, m)
-  if windowed then redis.call('ZADD', W, s, '~' .. m) end
-  redis.call('ZADD', F, s, '~' .. m)
+  if windowed then redis.call('ZADD', W, s, f) end
+  redis.call('ZADD', F, s, f)
   redis.call('HINCRBY', M, 'nf', 1)
 end
 
--- claim gives the earliest freed slot from t0 to slot, if any, to member
--- and returns its instant (nil: none). nf is the count of freed slots;
--- named, when given, names the member by its wait.
+-- claim gives the earliest freed slot from t0 to slot, if any, to member,
+-- which takes over its place, and returns its instant (nil: none) and the
+-- name member is recorded under. nf is the count of freed slots; named,
+-- when given, names the member by its wait.
 local function claim(nf, t0, slot, member, maxwait, named)
   if nf <= 0 then return nil end
   local freed = redis.call('ZRANGEBYSCORE', F, num(t0), num(slot), 'WITHSCORES', 'LIMIT', 0, 1)
@@ -98,14 +148,16 @@ local function claim(nf, t0, slot, member, maxwait, named)
   if at - now > maxwait then return at end
   redis.call('ZREM', F, freed[1])
   redis.call('HINCRBY', M, 'nf', -1)
-  if named then member = named(at - now) end
+  local place = string.match(freed[1], '^(r%w+)~$')
+  if place then member = place .. ':' .. proc end
+  if named then member = named(member, at - now) end
   if windowed then
     redis.call('ZREM', W, freed[1])
     redis.call('ZADD', W, at, member)
   elseif at > now then
     redis.call('ZADD', W, at, member)
   end
-  return at
+  return at, member
 end
 
 -- jitter returns the part of j that keeps a wait within maxwait.

@@ -2,7 +2,8 @@
 -- reservations still ahead are freed.
 local ahead = redis.call('ZRANGEBYSCORE', W, '(' .. num(now), '+inf', 'WITHSCORES')
 for i = 1, #ahead, 2 do
-  if string.sub(ahead[i], 1, #proc + 1) == proc .. ':' then free(ahead[i], tonumber(ahead[i + 1])) end
+  if owner(ahead[i]) == proc then free(ahead[i], tonumber(ahead[i + 1])) end
 end
 redis.call('ZREM', P, proc)
+redis.call('HDEL', M, 'e:' .. proc)
 return 0

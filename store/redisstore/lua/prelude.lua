@@ -16,7 +16,7 @@ local function compact()
   end
   local live, moved = {}, false
   for i, x in ipairs(slots) do
-    if string.sub(x[1], 1, 1) == '~' then
+    if released(x[1]) then
       redis.call('ZREM', F, x[1])
       if windowed then redis.call('ZREM', W, x[1]) end
     else
@@ -41,20 +41,20 @@ end
 -- slots to the reservations after them. It returns the number of
 -- processes sharing the budget, and sets rank.
 local function presence()
-  redis.call('ZADD', P, now + ttl, proc)
+  join()
   local dead = redis.call('ZRANGEBYSCORE', P, '-inf', num(now))
   if #dead > 0 then
     redis.call('ZREMRANGEBYSCORE', P, '-inf', num(now))
     local gone = {}
     for _, d in ipairs(dead) do
       gone[d] = true
-      redis.call('HDEL', M, 's:' .. d) -- its seats report
+      redis.call('HDEL', M, 's:' .. d, 'e:' .. d) -- its seats report, its presence record
     end
     local ahead = redis.call('ZRANGEBYSCORE', W, '(' .. num(now), '+inf', 'WITHSCORES')
     local freed = false
     for i = 1, #ahead, 2 do
-      local owner = string.match(ahead[i], '^([^:~=]+):')
-      if owner and gone[owner] then
+      local o = owner(ahead[i])
+      if o and gone[o] then
         free(ahead[i], tonumber(ahead[i + 1]))
         freed = true
       end

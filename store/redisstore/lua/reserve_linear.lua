@@ -7,8 +7,8 @@
 -- recorded (0: none), [17] the theoretical arrival time after it, [18] 1
 -- when that held request was released (its slot is recorded as released).
 -- Returns {status, wait µs, cooling 0/1, now µs, tat µs, processes, rank,
--- base µs}: as reserve_window, with the theoretical arrival time after
--- this request and its slot before jitter.
+-- base µs, the name recorded}: as reserve_window, with the theoretical
+-- arrival time after this request and its slot before jitter.
 local limit, maxwait, jit = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
 local member, held, horizon = ARGV[10], tonumber(ARGV[11]), tonumber(ARGV[12])
 local heldTat, interval, tau = tonumber(ARGV[13]), tonumber(ARGV[14]), tonumber(ARGV[15])
@@ -30,7 +30,7 @@ local slot = math.max(t0, tat - tau)
 -- what was recorded since leaves room for it there (see reserve_window).
 if est > 0 and est >= cd and est >= tat - tau then
   if ARGV[18] == '1' then
-    redis.call('ZADD', F, est, '~' .. member)
+    redis.call('ZADD', F, est, freedName(member))
     redis.call('HINCRBY', M, 'nf', 1)
   elseif est > now then
     redis.call('ZADD', W, est, member)
@@ -38,13 +38,13 @@ if est > 0 and est >= cd and est >= tat - tau then
   end
   local after = math.max(estTat, math.max(tat, est) + interval)
   redis.call('HSET', M, 'tat', after)
-  return {1, math.max(est - now, 0), cooling, now, after, procs, rank, est}
+  return {1, math.max(est - now, 0), cooling, now, after, procs, rank, est, member}
 end
 
-local at = claim(tonumber(st[3]) or 0, t0, slot, member, maxwait)
+local at, claimed = claim(tonumber(st[3]) or 0, t0, slot, member, maxwait)
 if at then
-  if at - now > maxwait then return {0, at - now, cooling, now, tat, procs, rank, at} end
-  return {1, at - now, cooling, now, tat, procs, rank, at}
+  if at - now > maxwait then return {0, at - now, cooling, now, tat, procs, rank, at, member} end
+  return {1, at - now, cooling, now, tat, procs, rank, at, claimed}
 end
 
 local wait, j = slot - now, 0
@@ -53,12 +53,12 @@ if wait > 0 then
   slot = slot + j
   wait = wait + j
 end
-if wait > maxwait then return {0, wait, cooling, now, tat, procs, rank, slot - j} end
+if wait > maxwait then return {0, wait, cooling, now, tat, procs, rank, slot - j, member} end
 local after = math.max(tat, t0) + interval + j
-if wait > 0 and (held > 0 or wait > horizon) then return {2, wait, cooling, now, after, procs, rank, slot - j} end
+if wait > 0 and (held > 0 or wait > horizon) then return {2, wait, cooling, now, after, procs, rank, slot - j, member} end
 if wait > 0 then
   redis.call('ZADD', W, slot, member)
   here(true)
 end
 redis.call('HSET', M, 'tat', after)
-return {1, wait, cooling, now, after, procs, rank, slot - j}
+return {1, wait, cooling, now, after, procs, rank, slot - j, member}

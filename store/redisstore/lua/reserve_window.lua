@@ -11,18 +11,19 @@
 -- slot is recorded as released), [19] the j-th to the min(held, L)-th
 -- latest slots of the held requests, latest first, separated by spaces.
 -- Returns {status, wait µs, cooling 0/1, now µs, base µs, processes, rank,
--- base µs}:
+-- base µs, the name recorded}:
 -- status 0 refused, 1 recorded, 2 to be held in-process (nothing
--- recorded); processes and rank -1 when not counted.
+-- recorded); processes and rank -1 when not counted. The name is the
+-- member's unless it claimed a released slot (see hot.lua).
 local limit, maxwait, jit = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
 local member, held, horizon = ARGV[10], tonumber(ARGV[11]), tonumber(ARGV[12])
 local heldFloor, heldFirst = tonumber(ARGV[13]), tonumber(ARGV[14])
 local est, estBase = tonumber(ARGV[16]), tonumber(ARGV[17])
 -- A send admitted at once is recorded under the name of a send: a late
 -- waiter's Confirm never moves it.
-local function named(wait)
-  if wait <= 0 and ARGV[15] == '1' then return '=' .. member end
-  return member
+local function named(m, wait)
+  if wait <= 0 and ARGV[15] == '1' then return '=' .. m end
+  return m
 end
 
 local st = redis.call('HMGET', M, 'cd', 'last', 'nf', 'ren')
@@ -74,22 +75,22 @@ slot = math.max(slot, after)
 -- released slot: reservations already queued keep theirs.
 if est > 0 and est >= cd and est >= after then
   if ARGV[18] == '1' then
-    redis.call('ZADD', W, est, '~' .. member)
-    redis.call('ZADD', F, est, '~' .. member)
+    redis.call('ZADD', W, est, freedName(member))
+    redis.call('ZADD', F, est, freedName(member))
     redis.call('HINCRBY', M, 'nf', 1)
   else
     redis.call('ZADD', W, est, member)
     if est > now then here(true) end
   end
   redis.call('HSET', M, 'last', math.max(last, estBase))
-  return {1, math.max(est - now, 0), cooling, now, estBase, procs, rank, estBase}
+  return {1, math.max(est - now, 0), cooling, now, estBase, procs, rank, estBase, member}
 end
 
 -- A released slot between the cooldown's end and that instant is claimed.
-local at = claim(tonumber(st[3]) or 0, math.max(now, cd), slot, member, maxwait, named)
+local at, claimed = claim(tonumber(st[3]) or 0, math.max(now, cd), slot, member, maxwait, named)
 if at then
-  if at - now > maxwait then return {0, at - now, cooling, now, at, procs, rank, at} end
-  return {1, at - now, cooling, now, at, procs, rank, at}
+  if at - now > maxwait then return {0, at - now, cooling, now, at, procs, rank, at, member} end
+  return {1, at - now, cooling, now, at, procs, rank, at, claimed}
 end
 
 local base, wait = slot, slot - now
@@ -97,9 +98,9 @@ if wait > 0 then
   slot = slot + jitter(wait, jit, maxwait)
   wait = slot - now
 end
-if wait > maxwait then return {0, wait, cooling, now, base, procs, rank, base} end
-if wait > 0 and (held > 0 or wait > horizon) then return {2, wait, cooling, now, base, procs, rank, base} end
-redis.call('ZADD', W, slot, named(wait))
+if wait > maxwait then return {0, wait, cooling, now, base, procs, rank, base, member} end
+if wait > 0 and (held > 0 or wait > horizon) then return {2, wait, cooling, now, base, procs, rank, base, member} end
+redis.call('ZADD', W, slot, named(member, wait))
 redis.call('HSET', M, 'last', base)
 if wait > 0 then here(true) end
-return {1, wait, cooling, now, base, procs, rank, base}
+return {1, wait, cooling, now, base, procs, rank, base, member}
