@@ -6,9 +6,9 @@
 -- a window (below) adds, when [9] is 1, the instants of the L latest
 -- entries, in order, so that the process moves the held requests they
 -- crowd.
-local member, limit = ARGV[7], tonumber(ARGV[8])
+local limit = tonumber(ARGV[8])
 here(true)
-local s = redis.call('ZSCORE', W, member)
+local member, s = current(ARGV[7])
 if not s then
   -- A linear reservation a timespan past its slot may have been dropped
   -- by renew; the theoretical arrival time counts it still, so it is sent
@@ -25,10 +25,10 @@ if not s then
   end
   return {-1}
 end
-s = tonumber(s)
 if s > now then return {s - now} end
 if not windowed then
   redis.call('ZREM', W, member)
+  forget(member)
   return {0}
 end
 
@@ -60,10 +60,47 @@ if #leaving >= limit then
   table.sort(leaving)
   t = math.max(now, leaving[#leaving - limit + 1] + span)
 end
-redis.call('ZREM', W, member)
+-- The entries this moves to an instant sort there, as the memory store
+-- keeps them, before those already there, in the order they had: each
+-- is renamed 'm' .. a place of this move .. ':' .. its holder (a released
+-- slot: .. '~'), the latest move's places first, and M's aliases (see
+-- hot.lua) keep the names their holders know.
+local function b36(n, width)
+  local out = ''
+  for _ = 1, width do
+    local d = n % 36
+    out = string.sub('0123456789abcdefghijklmnopqrstuvwxyz', d + 1, d + 1) .. out
+    n = (n - d) / 36
+  end
+  return out
+end
+local prefix, moves = 'm' .. b36(36 ^ 10 - 1 - redis.call('HINCRBY', M, 'mv', 1), 10), 0
+local function move(m, at)
+  local name = m -- names of an earlier version keep theirs
+  if string.match(m, '^[rm]') then
+    name = prefix .. b36(moves, 4)
+    moves = moves + 1
+    if released(m) then
+      name = name .. '~'
+    else
+      name = name .. ':' .. owner(m)
+      local o = redis.call('HGET', M, 'b:' .. m) or m
+      redis.call('HDEL', M, 'b:' .. m)
+      redis.call('HSET', M, 'a:' .. o, name, 'b:' .. name, o)
+    end
+    redis.call('ZREM', W, m)
+    if released(m) then redis.call('ZREM', F, m) end
+  end
+  redis.call('ZADD', W, at, name)
+  if released(name) then redis.call('ZADD', F, at, name) end
+  return name
+end
+local was = member
 if t > now then
-  redis.call('ZADD', W, t, member)
+  member = move(member, t)
 else
+  redis.call('ZREM', W, member)
+  forget(member)
   redis.call('ZADD', W, now, '=' .. member)
 end
 local function left()
@@ -80,10 +117,7 @@ for i = 1, #due, 2 do
   local m = due[i]
   -- Only those after it: at its own instant, members sort by name, in
   -- the order they were reserved (see hot.lua).
-  if m ~= member and not sent(m) and (tonumber(due[i + 1]) > s or m > member) then
-    redis.call('ZADD', W, t, m)
-    if released(m) then redis.call('ZADD', F, t, m) end
-  end
+  if m ~= member and not sent(m) and (tonumber(due[i + 1]) > s or m > was) then move(m, t) end
 end
 local n = redis.call('ZCARD', W)
 if n <= old + limit then return left() end
@@ -105,8 +139,7 @@ for j = old - lo + 1 + limit, #list do
     local want = math.max(list[j - 1].at, list[j - limit].at + span)
     if want > x.at then
       x.at = want
-      redis.call('ZADD', W, want, x.name)
-      if released(x.name) then redis.call('ZADD', F, want, x.name) end
+      x.name = move(x.name, want)
     end
   end
 end

@@ -79,6 +79,9 @@ local function renew(due, cd, limit)
   redis.call('ZADD', F, 0, '!')
   join()
   for _, f in ipairs(redis.call('HKEYS', M)) do
+    if string.sub(f, 1, 2) == 'b:' and not redis.call('ZSCORE', W, string.sub(f, 3)) then
+      redis.call('HDEL', M, f, 'a:' .. redis.call('HGET', M, f))
+    end
     if string.sub(f, 1, 2) == 'e:' then
       local s = redis.call('ZSCORE', P, string.sub(f, 3))
       if not s or tonumber(s) <= now then redis.call('HDEL', M, f) end
@@ -112,16 +115,40 @@ local function released(m) return string.find(m, '~', 1, true) ~= nil end
 -- owner returns the process holding the reservation m (nil: not a
 -- reservation).
 local function owner(m)
-  local o = string.match(m, '^r%w+:(%x+)$')
+  local o = string.match(m, '^[rm]%w+:(%x+)$')
   if o then return o end
   return string.match(m, '^([^:~=]+):')
 end
 
 -- freedName returns the name of the released slot of reservation m.
 local function freedName(m)
-  local place = string.match(m, '^(r%w+):%x+$')
+  local place = string.match(m, '^([rm]%w+):%x+$')
   if place then return place .. '~' end
   return '~' .. m
+end
+
+-- A confirm that moves entries to one instant renames them (see
+-- confirm.lua) 'm' .. a place .. ':' .. the holder, and M's a:<name>
+-- then gives the current name of the reservation its holder knows as
+-- name, b:<current name> that name back.
+
+-- current returns the name under which the reservation its holder knows
+-- as m is recorded, and its instant (nil: not recorded).
+local function current(m)
+  local s = redis.call('ZSCORE', W, m)
+  if s then return m, tonumber(s) end
+  local c = redis.call('HGET', M, 'a:' .. m)
+  if c then
+    s = redis.call('ZSCORE', W, c)
+    if s then return c, tonumber(s) end
+  end
+  return m, nil
+end
+
+-- forget drops the aliases of the entry named m, once sent or released.
+local function forget(m)
+  local o = redis.call('HGET', M, 'b:' .. m)
+  if o then redis.call('HDEL', M, 'a:' .. o, 'b:' .. m) end
 end
 
 -- free turns a waiting reservation into a freed slot: a window keeps it
@@ -130,6 +157,7 @@ end
 -- there are some.
 local function free(m, s)
   local f = freedName(m)
+  forget(m)
   redis.call('ZREM', W, m)
   if windowed then redis.call('ZADD', W, s, f) end
   redis.call('ZADD', F, s, f)
@@ -148,7 +176,7 @@ local function claim(nf, t0, slot, member, maxwait, named)
   if at - now > maxwait then return at end
   redis.call('ZREM', F, freed[1])
   redis.call('HINCRBY', M, 'nf', -1)
-  local place = string.match(freed[1], '^(r%w+)~$')
+  local place = string.match(freed[1], '^([rm]%w+)~$')
   if place then member = place .. ':' .. proc end
   if named then member = named(member, at - now) end
   if windowed then

@@ -1,5 +1,5 @@
 -- Release a waiting reservation that will not be used. ARGV[7] member.
 -- Its slot, if still ahead, goes to a later newcomer.
-local s = redis.call('ZSCORE', W, ARGV[7])
-if s and tonumber(s) > now then free(ARGV[7], tonumber(s)) end
+local m, s = current(ARGV[7])
+if s and s > now then free(m, s) end
 return 0
