@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/k8sratelimit/k8sratelimit/limiter"
 	"github.com/k8sratelimit/k8sratelimit/internal/benchref"
+	"github.com/k8sratelimit/k8sratelimit/limiter"
 	"github.com/k8sratelimit/k8sratelimit/store/memorystore"
 )
 

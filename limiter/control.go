@@ -13,8 +13,11 @@ import (
 // a second, and APF raises it while a flow keeps being rejected), so
 // probing above the last limit that drew one must be rare.
 //
-//   - Slow start: from InitialConcurrency, +1 for every good answer (the
-//     limit doubles every round trip) until the first throttle.
+//   - Slow start: from InitialConcurrency, +½ for every good answer (the
+//     limit grows by half every round trip, as TCP's limited slow start
+//     does: doubling sent up to twice the server's seats before the first
+//     429 came back, and every request over them drew one) until the first
+//     throttle.
 //   - A throttle cuts the limit to cutFactor of the seats that were in use
 //     when the throttled request was sent — once per burst: answers to
 //     requests sent before the cut do not cut again, nor grow the limit.
@@ -30,6 +33,7 @@ import (
 // Retry-After every probeEvery, then every 2×, 4× … up to maxProbeEvery.
 const (
 	cutFactor     = 0.75
+	slowStartGain = 0.5
 	minProbeEvery = 30 * time.Second
 	maxProbeEvery = 10 * time.Minute
 )
@@ -96,7 +100,7 @@ func (c *control) good(seq uint64, peers int, now time.Time) {
 		return
 	}
 	if c.limit < c.ssthresh {
-		c.limit++
+		c.limit += slowStartGain
 	} else {
 		c.limit += 1 / math.Floor(c.limit)
 	}

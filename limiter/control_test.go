@@ -12,7 +12,7 @@ import (
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-func TestControlSlowStartDoublesPerRoundTrip(t *testing.T) {
+func TestControlSlowStartGrowsByHalfPerRoundTrip(t *testing.T) {
 	c := newControl(Concurrency{Adaptive: true}, t0)
 	require.Equal(t, InitialConcurrency, c.seats())
 	for round := 0; round < 3; round++ {
@@ -24,7 +24,7 @@ func TestControlSlowStartDoublesPerRoundTrip(t *testing.T) {
 		for _, s := range seqs {
 			c.good(s, n, t0)
 		}
-		assert.Equal(t, 2*n, c.seats(), "round %d", round)
+		assert.Equal(t, n+n/2, c.seats(), "round %d", round)
 	}
 }
 
