@@ -190,12 +190,11 @@ func TestSeatsAgainstARejectingLevel(t *testing.T) {
 		seats, seatsRun, k8sratelimit.MaxWindowLimit, servedTable(best, auto, rateOnly))
 
 	// The aim is 80%. Measured on one 2-core machine with the race
-	// detector: 109-117% while other suites loaded it (the API server slow,
-	// the seats never idle), 64-88% when it was otherwise idle, where the
-	// 40 workers and the limiter under the race detector take CPU from the
-	// API server that 3 plain workers leave it. The check guards the
-	// difference that matters, against the collapse without the
-	// concurrency limit (well under 1%).
+	// detector, otherwise idle: 85-93% over three runs (64-117% before a
+	// seat given back just as a request queued stopped being lost, and
+	// before limited slow start). The check guards the difference that
+	// matters, against the collapse without the concurrency limit (well
+	// under 1%), with room for a slower or busier machine.
 	assert.GreaterOrEqual(t, float64(auto.served), 0.5*float64(best.served),
 		"with adaptive concurrency, 40 workers are served at least half of what one worker per seat gets")
 	assert.LessOrEqual(t, auto.throttledShare(), 0.01, "at most 1%% of the requests sent draw a 429")
@@ -359,13 +358,15 @@ func TestSeatsSharedThroughRedis(t *testing.T) {
 	// processes do not always agree on the limit between cuts, and a
 	// request takes its seat before its slot, so every seat is held across
 	// the Redis round trip of its decision as well as the API server's.
-	// Measured with the race detector: 39-46% (59-61% without it). The
-	// check guards against the collapse without a concurrency limit.
+	// Measured with the race detector on an idle machine: 62-73% (39-61%
+	// before the fixes above). The check guards against the collapse
+	// without a concurrency limit.
 	assert.GreaterOrEqual(t, float64(shared.served), float64(best.served)/4, "at least a quarter of what one worker per seat gets")
 	assert.LessOrEqual(t, shared.throttledShare(), 0.01, "at most 1%% of the requests sent draw a 429")
 	assert.GreaterOrEqual(t, float64(dflt.served), 0.9*400, "at least 90%% of what the default budget allows in %s", defaultRun)
 	// Not the 1% one process keeps to: each process starting with the
 	// budget may draw a 429 of its own in the first burst before the
-	// other's cut reaches it; 1 to 7 of 400 were measured (0.25-1.75%).
+	// other's cut reaches it; 1 to 7 of 400 were measured (0.25-1.75%),
+	// 1 to 5 since.
 	assert.LessOrEqual(t, dflt.throttledShare(), 0.03, "at most 3%% of the requests sent draw a 429")
 }
