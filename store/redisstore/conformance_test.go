@@ -20,6 +20,21 @@ import (
 // the exact one: the server's clock runs on while a test talks to it.
 const redisTolerance = 100 * time.Millisecond
 
+// startStore starts a redis-server for the test and returns a client of
+// it and a store on that client with opts (none: the defaults), closed
+// when the test ends.
+func startStore(t *testing.T, opts ...redisstore.Options) (*redis.Client, *redisstore.Store) {
+	t.Helper()
+	client := redistest.Start(t).Client()
+	var o redisstore.Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	s := redisstore.New(client, o)
+	t.Cleanup(func() { _ = s.Close() })
+	return client, s
+}
+
 func TestRedisConformance(t *testing.T) {
 	srv := redistest.Start(t)
 	client := srv.Client()

@@ -211,11 +211,8 @@ func TestRedisPresenceExpiryFreesADeadProcessesSlots(t *testing.T) {
 }
 
 func TestRedisHoldsFarReservationsInProcess(t *testing.T) {
-	srv := redistest.Start(t)
-	client := srv.Client()
+	client, s := startStore(t)
 	ctx := context.Background()
-	s := redisstore.New(client, redisstore.Options{})
-	t.Cleanup(func() { _ = s.Close() })
 	p := store.Policy{Strategy: store.StrategyWindow, Limit: 2, Timespan: 10 * time.Second}
 	var ids []uint64
 	for range 6 {

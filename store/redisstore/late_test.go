@@ -18,13 +18,10 @@ import (
 var linearTwoPer10s = store.Policy{Strategy: store.StrategyLinear, Limit: 2, Timespan: 10 * time.Second}
 
 func TestRedisLinearConfirmationLongAfterItsSlotIsSent(t *testing.T) {
-	srv := redistest.Start(t)
-	client := srv.Client()
-	ctx := context.Background()
 	// A presence that outlasts the test's jumps of time: this process
 	// stays present throughout.
-	s := redisstore.New(client, redisstore.Options{Presence: time.Hour})
-	t.Cleanup(func() { _ = s.Close() })
+	client, s := startStore(t, redisstore.Options{Presence: time.Hour})
+	ctx := context.Background()
 	_, err := s.Reserve(ctx, "k", linearTwoPer10s, anyWait)
 	require.NoError(t, err)
 	late, err := s.Reserve(ctx, "k", linearTwoPer10s, anyWait)

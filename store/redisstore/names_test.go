@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/k8sratelimit/k8sratelimit/internal/redistest"
 	"github.com/k8sratelimit/k8sratelimit/store"
 	"github.com/k8sratelimit/k8sratelimit/store/redisstore"
 )
@@ -24,11 +23,8 @@ func serverMicros(t *testing.T, client *redis.Client) float64 {
 }
 
 func TestRedisEntriesAtOneInstantSortInTheOrderReserved(t *testing.T) {
-	srv := redistest.Start(t)
-	client := srv.Client()
+	client, s := startStore(t)
 	ctx := context.Background()
-	s := redisstore.New(client, redisstore.Options{})
-	t.Cleanup(func() { _ = s.Close() })
 	p := store.Policy{Strategy: store.StrategyWindow, Limit: 100, Timespan: 10 * time.Second}
 	// During a cooldown every reservation takes the cooldown's end: 40 of
 	// them, enough for the IDs to pass from one base-36 digit to two.
@@ -50,11 +46,8 @@ func TestRedisEntriesAtOneInstantSortInTheOrderReserved(t *testing.T) {
 // released slot "~…". The scripts of this version read them during a
 // rolling upgrade (docs/redis.md).
 func TestRedisClaimsAReleasedSlotOfThePreviousNaming(t *testing.T) {
-	srv := redistest.Start(t)
-	client := srv.Client()
+	client, s := startStore(t)
 	ctx := context.Background()
-	s := redisstore.New(client, redisstore.Options{})
-	t.Cleanup(func() { _ = s.Close() })
 	p := store.Policy{Strategy: store.StrategyWindow, Limit: 2, Timespan: 10 * time.Second}
 	res, err := s.Reserve(ctx, "k", p, anyWait)
 	require.NoError(t, err)
@@ -81,11 +74,8 @@ func TestRedisClaimsAReleasedSlotOfThePreviousNaming(t *testing.T) {
 }
 
 func TestRedisFreesALapsedProcessOfThePreviousNaming(t *testing.T) {
-	srv := redistest.Start(t)
-	client := srv.Client()
+	client, s := startStore(t)
 	ctx := context.Background()
-	s := redisstore.New(client, redisstore.Options{})
-	t.Cleanup(func() { _ = s.Close() })
 	p := store.Policy{Strategy: store.StrategyWindow, Limit: 1, Timespan: 10 * time.Second}
 	_, err := s.Reserve(ctx, "k", p, store.Request{MaxWait: 0})
 	require.NoError(t, err)
