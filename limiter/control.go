@@ -54,12 +54,6 @@ type control struct {
 
 	seq    uint64 // requests sent so far
 	cutSeq uint64 // seq at the last cut
-
-	// processes share the limit (1 when it is this process's alone). Each
-	// holds at least one seat, so a limit below their number holds back
-	// nothing more, and would only have to grow back through seats that
-	// change nothing: cuts stop there.
-	processes int
 }
 
 func newControl(c Concurrency, now time.Time) control {
@@ -127,8 +121,9 @@ func (c *control) raise(now time.Time) {
 }
 
 // throttled cuts the limit after a throttling answer to request seq, sent
-// with peers seats in use, and reports the cut it made, if any.
-func (c *control) throttled(seq uint64, peers int, now time.Time) (store.SeatCut, bool) {
+// with peers seats in use, and reports the cut it made, if any. processes
+// share the limit (1 when it is this process's alone).
+func (c *control) throttled(seq uint64, peers, processes int, now time.Time) (store.SeatCut, bool) {
 	if !c.adaptive || seq <= c.cutSeq {
 		return store.SeatCut{}, false
 	}
@@ -137,7 +132,7 @@ func (c *control) throttled(seq uint64, peers int, now time.Time) (store.SeatCut
 		// The last rise drew it: probe less often.
 		c.probeEvery = min(2*c.probeEvery, maxProbeEvery)
 	}
-	c.limit = max(math.Floor(min(c.limit, float64(peers))*cutFactor), c.floor())
+	c.limit = max(math.Floor(min(c.limit, float64(peers))*cutFactor), c.floor(processes))
 	c.ssthresh = c.limit
 	c.ceiling = max(float64(peers-1), c.limit)
 	c.step = 1
@@ -147,19 +142,21 @@ func (c *control) throttled(seq uint64, peers int, now time.Time) (store.SeatCut
 }
 
 // floor is the lowest limit a cut leaves: one seat per process sharing
-// it, within the ceiling of the limit.
-func (c *control) floor() float64 {
-	return min(float64(max(c.processes, 1)), c.max)
+// it, within the ceiling of the limit. Each process holds at least one
+// seat, so a limit below their number holds back nothing more, and would
+// only have to grow back through seats that change nothing.
+func (c *control) floor(processes int) float64 {
+	return min(float64(max(processes, 1)), c.max)
 }
 
 // adopt applies a cut another process sharing the budget made: the
 // processes learn one limit together.
-func (c *control) adopt(cut store.SeatCut, now time.Time) {
+func (c *control) adopt(cut store.SeatCut, processes int, now time.Time) {
 	if !c.adaptive {
 		return
 	}
 	c.cutSeq = c.seq
-	c.limit = max(min(c.limit, float64(cut.Limit)), c.floor())
+	c.limit = max(min(c.limit, float64(cut.Limit)), c.floor(processes))
 	c.ssthresh = c.limit
 	c.ceiling = min(max(float64(cut.Ceiling), c.limit), c.max)
 	c.step = 1

@@ -36,7 +36,7 @@ func TestControlCutsOncePerBurst(t *testing.T) {
 		seqs[i] = c.seated()
 	}
 	for _, s := range seqs[3:] {
-		c.throttled(s, 8, t0)
+		c.throttled(s, 8, 1, t0)
 	}
 	assert.Equal(t, 6, c.seats(), "five throttles of one burst cut once, to 3/4")
 	for _, s := range seqs[:3] {
@@ -45,23 +45,23 @@ func TestControlCutsOncePerBurst(t *testing.T) {
 	assert.Equal(t, 6, c.seats(), "answers to requests sent before the cut do not grow the limit")
 
 	s := c.seated()
-	c.throttled(s, 6, t0)
+	c.throttled(s, 6, 1, t0)
 	assert.Equal(t, 4, c.seats(), "a throttle of a request sent after the cut cuts again")
 }
 
 func TestControlCutsToTheSeatsInUse(t *testing.T) {
 	c := newControl(Concurrency{Adaptive: true}, t0)
 	c.limit = 40
-	c.throttled(c.seated(), 4, t0)
+	c.throttled(c.seated(), 4, 1, t0)
 	assert.Equal(t, 3, c.seats(), "the cut starts from the seats the throttled request saw, not an unused limit")
-	c.throttled(c.seated(), 1, t0)
+	c.throttled(c.seated(), 1, 1, t0)
 	assert.Equal(t, 1, c.seats(), "never below one")
 }
 
 func TestControlStaysBelowTheLastThrottleUntilItProbes(t *testing.T) {
 	c := newControl(Concurrency{Adaptive: true}, t0)
 	c.limit = 4
-	c.throttled(c.seated(), 4, t0)
+	c.throttled(c.seated(), 4, 1, t0)
 	require.Equal(t, 3, c.seats())
 
 	now := t0
@@ -77,7 +77,7 @@ func TestControlStaysBelowTheLastThrottleUntilItProbes(t *testing.T) {
 	}
 	assert.Equal(t, 4, c.seats(), "after probeEvery, one more seat is tried")
 
-	c.throttled(c.seated(), 4, now.Add(time.Second))
+	c.throttled(c.seated(), 4, 1, now.Add(time.Second))
 	assert.Equal(t, 3, c.seats())
 	assert.Equal(t, 2*minProbeEvery, c.probeEvery, "a probe that drew a throttle doubles the time to the next")
 }
@@ -97,31 +97,29 @@ func TestControlKeepsBetweenOneAndMax(t *testing.T) {
 	}
 	assert.Equal(t, 5, c.seats())
 	for range 10 {
-		c.throttled(c.seated(), 1, t0)
+		c.throttled(c.seated(), 1, 1, t0)
 	}
 	assert.Equal(t, 1, c.seats())
 }
 
 func TestControlSharedByProcessesCutsNoLowerThanOneSeatEach(t *testing.T) {
 	c := newControl(Concurrency{Adaptive: true}, t0)
-	c.processes = 2
 	c.limit = 3
-	c.throttled(c.seated(), 3, t0)
+	c.throttled(c.seated(), 3, 2, t0)
 	assert.Equal(t, 2, c.seats(), "3 × 0.75")
-	c.throttled(c.seated(), 2, t0)
+	c.throttled(c.seated(), 2, 2, t0)
 	assert.Equal(t, 2, c.seats(), "each of the two processes holds a seat whatever the limit")
-	c.adopt(store.SeatCut{Limit: 1, Ceiling: 1, ProbeAfter: minProbeEvery}, t0)
+	c.adopt(store.SeatCut{Limit: 1, Ceiling: 1, ProbeAfter: minProbeEvery}, 2, t0)
 	assert.Equal(t, 2, c.seats(), "nor does another process's cut take it lower")
 
 	small := newControl(Concurrency{Adaptive: true, Max: 2}, t0)
-	small.processes = 5
-	small.throttled(small.seated(), 2, t0)
+	small.throttled(small.seated(), 2, 5, t0)
 	assert.Equal(t, 2, small.seats(), "never above the ceiling of the limit")
 }
 
 func TestControlFixedNeverMoves(t *testing.T) {
 	c := newControl(Concurrency{Fixed: 3, Adaptive: true}, t0)
-	c.throttled(c.seated(), 3, t0)
+	c.throttled(c.seated(), 3, 1, t0)
 	c.good(c.seated(), 3, t0)
 	assert.Equal(t, 3, c.seats())
 }
@@ -165,7 +163,7 @@ func TestControlAgainstARejectingLevel(t *testing.T) {
 				c.good(r.seq, r.peers, now)
 			} else {
 				rejected++
-				c.throttled(r.seq, r.peers, now)
+				c.throttled(r.seq, r.peers, 1, now)
 				coolTill = now.Add(retryAfter)
 			}
 		}

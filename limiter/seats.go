@@ -125,8 +125,8 @@ func (s *seats) shareLocked() (share, processes int) {
 func (s *seats) adopt(cut store.SeatCut, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, s.ctl.processes = s.shareLocked()
-	s.ctl.adopt(cut, now)
+	_, processes := s.shareLocked()
+	s.ctl.adopt(cut, processes, now)
 }
 
 // tryTake takes a seat if one is free and nobody is waiting before.
@@ -254,8 +254,8 @@ func (s *seats) freeSeat(st seat, o outcome, now time.Time) (cut store.SeatCut, 
 	case outcomeGood:
 		s.ctl.good(st.seq, st.peers, now)
 	case outcomeThrottled:
-		_, s.ctl.processes = s.shareLocked()
-		cut, cutOK = s.ctl.throttled(st.seq, st.peers, now)
+		_, processes := s.shareLocked()
+		cut, cutOK = s.ctl.throttled(st.seq, st.peers, processes, now)
 	}
 	s.grantLocked(now)
 	return cut, cutOK
