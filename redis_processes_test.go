@@ -142,8 +142,9 @@ func runChild() int {
 }
 
 // decidingStore is a child's Redis store, recording the span of every call
-// in which it let a request go: a Reserve with no wait, a Confirm with none
-// left. It embeds the store itself, so that the limiter still finds the
+// in which it let a request go: a Reserve with no wait (unless kept to be
+// confirmed, for a request that waits for a seat), a Confirm with none
+// left, a Sent (the instant the store records). It embeds the store itself, so that the limiter still finds the
 // store's optional interfaces (store.Notifier, store.SeatSharer).
 type decidingStore struct {
 	*redisstore.Store
@@ -153,10 +154,16 @@ type decidingStore struct {
 func (s decidingStore) Reserve(ctx context.Context, key string, p store.Policy, r store.Request) (store.Reservation, error) {
 	from := time.Now()
 	res, err := s.Store.Reserve(ctx, key, p, r)
-	if err == nil && res.OK && res.Wait == 0 {
+	if err == nil && res.OK && res.Wait == 0 && res.ID == 0 {
 		s.decisions.Add(from, time.Now())
 	}
 	return res, err
+}
+
+func (s decidingStore) Sent(key string, id uint64) {
+	at := time.Now()
+	s.decisions.Add(at, at)
+	s.Store.Sent(key, id)
 }
 
 func (s decidingStore) Confirm(ctx context.Context, key string, id uint64) (time.Duration, error) {

@@ -59,6 +59,7 @@ type Options struct {
 // the zero value is not usable: call New.
 type Engine struct {
 	store    store.Store
+	sender   store.Sender // the store's, when its decisions cost a round trip
 	policy   store.Policy
 	maxWait  *time.Duration
 	jitter   time.Duration
@@ -94,6 +95,7 @@ func New(s store.Store, opts Options) *Engine {
 
 		concurrency: opts.Concurrency,
 	}
+	l.sender, _ = s.(store.Sender)
 	if l.clock == nil {
 		l.clock = clock.RealClock{}
 	}

@@ -8,25 +8,27 @@ import (
 	"github.com/k8sratelimit/k8sratelimit/store"
 )
 
-// takeSeat takes a seat of the budget, waiting in line when none is free.
-// It records the time spent waiting in w.
+// waitSeat waits in line for a seat of the budget, for a request that
+// found none free. It records the time spent waiting in w.
 //
 // How long a seat takes to come cannot be known in advance: it depends on
 // how long the requests holding the seats take. The wait is therefore
 // refused at once only when it is sure to exceed w's limit (a request that
-// may not wait, or a cooldown longer than the limit, which every seat
-// holder waits out first), and otherwise given up when the limit is
-// reached, with an estimate of the wait left as RetryAfter.
-func (b *Budget) takeSeat(ctx context.Context, stop <-chan struct{}, w *waitLimits) (seat, error) {
+// may not wait, or, with checkCooldown, a cooldown longer than the limit,
+// which every seat holder waits out first; a request whose slot is
+// reserved already has had the cooldown counted there), and otherwise
+// given up when the limit is reached, with an estimate of the wait left as
+// RetryAfter.
+func (b *Budget) waitSeat(ctx context.Context, stop <-chan struct{}, w *waitLimits, checkCooldown bool) (seat, error) {
 	l := b.l
 	now := l.clock.Now()
-	if st, ok := b.seats.tryTake(now); ok {
-		return st, nil
-	}
 	if w.start.IsZero() {
 		w.start = now
 	}
-	cooldown := b.cooldownLeft(ctx)
+	var cooldown time.Duration
+	if checkCooldown {
+		cooldown = b.cooldownLeft(ctx)
+	}
 	if w.limit == 0 || cooldown > w.limit {
 		return seat{}, b.refuse(max(cooldown, b.seats.estimate()), *w)
 	}

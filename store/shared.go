@@ -72,3 +72,17 @@ type BudgetStatus struct {
 type Failover interface {
 	Down() bool
 }
+
+// Sender is implemented by a store whose calls cost a round trip to its
+// server. Sent tells it that the request of reservation id, whose slot has
+// come, leaves now: the store records the send at this instant in the
+// background, as a Confirm now would, so that the request need not wait
+// for the round trip. A request that reserved its slot (Request.Deferred)
+// before waiting for a seat uses it, so that no seat is held across a
+// round trip to the store. Should the send not fit the window at this
+// instant after all (another process's cooldown or out-of-order sends
+// came between), it is counted at the earliest instant it fits. Sent
+// returns at once; an unknown id does nothing.
+type Sender interface {
+	Sent(key string, id uint64)
+}

@@ -8,7 +8,7 @@
 // Store interface and what it takes and returns (Policy with its Strategy,
 // Request, Reservation, NoMaxWait, ErrUnknownReservation); the optional
 // interfaces a store may implement and the engine or the root look for
-// (Notifier, SeatSharer with SeatCut, Failover); and what a shared store
+// (Notifier, SeatSharer with SeatCut, Sender, Failover); and what a shared store
 // is configured with and reports (FailurePolicy, Event, BudgetStatus). The
 // root package re-exports Strategy and FailurePolicy with type aliases.
 //
@@ -65,6 +65,13 @@ type Request struct {
 	// A request admitted at once never gets it, and it is cut short where
 	// it would push the wait past MaxWait.
 	Jitter time.Duration
+	// Deferred asks for a reservation to confirm even when its slot is
+	// now, for a request that may leave a little later (after waiting for
+	// a seat): the Reservation then has an ID, its slot counts from now,
+	// and Confirm (or Sender.Sent) records the send where it really
+	// leaves. A strategy that never moves a late send (StrategyLinear)
+	// ignores it: its at-once reservations have no ID.
+	Deferred bool
 }
 
 // Reservation is the answer to a Request.
@@ -75,7 +82,8 @@ type Reservation struct {
 	// Wait is the time from the decision to the slot; 0 means send now.
 	Wait time.Duration
 	// ID identifies a deferred reservation for Confirm and Release. It is 0
-	// when Wait is 0 or OK is false.
+	// when OK is false, and when Wait is 0 unless Request.Deferred asked
+	// for one.
 	ID uint64
 	// Cooldown reports that the budget was cooling down after a server's
 	// throttling answer when the decision was made.

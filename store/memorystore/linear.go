@@ -103,8 +103,11 @@ func earliestAfter(now, earliest int64, ats iter.Seq[int64]) int64 {
 }
 
 // sendLate implements schedule: the cell rate algorithm records no send
-// instants, so a request that leaves late leaves now.
-func (g *linear) sendLate(_ uint64, _, now, _ int64, _ func(uint64, int64)) int64 { return now }
+// instants, so a request that leaves late leaves now, or when a cooldown
+// set meanwhile ends.
+func (g *linear) sendLate(_ uint64, _, now, cd int64, _ func(uint64, int64)) int64 {
+	return max(now, cd)
+}
 
 // seed implements schedule: each send moves tat one interval on.
 func (g *linear) seed(at, _ int64) { g.tat = max(g.tat, at) + g.interval }

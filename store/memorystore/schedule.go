@@ -21,8 +21,8 @@ type schedule interface {
 	reserve(now, cd int64, id uint64, r store.Request) (slot int64, ok bool)
 	// sendLate records that the reservation id, reserved at slot, is
 	// confirmed at now, later than its slot, and returns when it may
-	// leave: now, or later when the requests already sent leave no room
-	// until then. moved is called for every other reservation it moves.
+	// leave: now, or the end cd of a cooldown set meanwhile, or later when
+	// the requests already sent leave no room until then. moved is called for every other reservation it moves.
 	sendLate(id uint64, slot, now, cd int64, moved func(id uint64, at int64)) int64
 	// release gives the slot at of the reservation id back, for a
 	// newcomer to claim.

@@ -95,7 +95,7 @@ func (b *budget) reserveLocked(now int64, p store.Policy, r store.Request) store
 	id := b.lastID + 1
 	slot, ok := b.sched.reserve(now, b.cd, id, r)
 	res := store.Reservation{OK: ok, Wait: time.Duration(slot - now), Cooldown: b.cd > now}
-	if !ok || slot == now {
+	if !ok || (slot == now && !b.deferrable(r)) {
 		return res
 	}
 	b.lastID = id
@@ -105,6 +105,13 @@ func (b *budget) reserveLocked(now int64, p store.Policy, r store.Request) store
 	b.pending[id] = slot
 	res.ID = id
 	return res
+}
+
+// deferrable reports whether r, admitted at once, is kept as a
+// reservation to confirm: when it asks to be and the window moves late
+// sends.
+func (b *budget) deferrable(r store.Request) bool {
+	return r.Deferred && b.policy.Strategy != store.StrategyLinear
 }
 
 // setPolicyLocked makes the budget follow p, starting afresh when the
@@ -142,7 +149,8 @@ func (m *Store) Confirm(_ context.Context, key string, id uint64) (time.Duration
 		return time.Duration(slot - now), nil
 	}
 	delete(b.pending, id)
-	if slot < now {
+	// Also on time: the entry becomes a send, which no late send moves.
+	if slot <= now {
 		at := b.sched.sendLate(id, slot, now, b.cd, func(id uint64, at int64) { b.pending[id] = at })
 		if at > now {
 			b.pending[id] = at

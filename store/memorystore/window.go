@@ -43,7 +43,7 @@ type window struct {
 func (w *window) setPolicy(p store.Policy) { w.limit, w.span = limits(p) }
 
 // reserve implements schedule. A reservation admitted at once is recorded
-// as a send (ID 0), whatever id.
+// as a send (ID 0), whatever id, unless r asks for it to be confirmed.
 func (w *window) reserve(now, cd int64, id uint64, r store.Request) (slot int64, ok bool) {
 	limit, span := w.limit, w.span
 	w.trim(now - span)
@@ -68,7 +68,7 @@ func (w *window) reserve(now, cd int64, id uint64, r store.Request) (slot int64,
 	if wait > int64(r.MaxWait) {
 		return slot, false
 	}
-	if wait == 0 {
+	if wait == 0 && !r.Deferred {
 		id = 0
 	}
 	if claim >= 0 {
@@ -208,7 +208,7 @@ func (w *window) sendLate(id uint64, slot, now, cd int64, moved func(id uint64, 
 		at, _ := w.reserve(now, cd, id, store.Request{MaxWait: store.NoMaxWait})
 		return at
 	}
-	t := now
+	t := max(now, cd) // nothing leaves while a cooldown lasts
 	if c, ok := w.lthLeaving(i, now, limit); ok {
 		t = max(t, c+span)
 	}

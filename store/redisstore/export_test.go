@@ -70,3 +70,7 @@ func Member(s *Store, key string, id uint64) string {
 	defer b.mu.Unlock()
 	return b.outstanding[id].member
 }
+
+// FlushSent records the sends s was told of (Sent) now, as its background
+// does as soon as it can.
+func FlushSent(s *Store) { s.flushSent() }

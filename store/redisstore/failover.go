@@ -198,7 +198,7 @@ func (s *Store) confirmDuringOutage(b *redisBudget, id uint64) (time.Duration, e
 		b.mu.Lock()
 		b.outstanding[id] = rec
 		b.mu.Unlock()
-		return s.confirm(context.Background(), b, id)
+		return s.confirm(context.Background(), b, id, 0)
 	}
 	return 0, nil
 }

@@ -137,6 +137,7 @@ func (s *Store) upkeepPipelined(budgets []*redisBudget, policies []store.Policy)
 func (s *Store) Close() error {
 	var errs []error
 	s.closeOnce.Do(func() {
+		s.flushSent() // the sends made so far count where they left
 		close(s.done)
 		s.budgets.Range(func(_, v any) bool {
 			b := v.(*redisBudget)

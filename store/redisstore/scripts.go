@@ -23,6 +23,8 @@ var (
 	luaConfirm string
 	//go:embed lua/release.lua
 	luaRelease string
+	//go:embed lua/sent.lua
+	luaSent string
 	//go:embed lua/cooldown.lua
 	luaCooldown string
 	//go:embed lua/status.lua
@@ -41,6 +43,7 @@ var (
 	scriptReserveLinear = redis.NewScript(luaHot + "\n" + luaReserveLinear)
 	scriptConfirm       = redis.NewScript(luaHot + "\n" + luaConfirm)
 	scriptRelease       = redis.NewScript(luaHot + "\n" + luaRelease)
+	scriptSent          = redis.NewScript(luaHot + "\n" + luaSent)
 )
 
 // The scripts off a request's path.

@@ -128,7 +128,7 @@ func (s *Store) confirmMigrated(ctx context.Context, key string, b *redisBudget,
 	p := b.policy
 	b.mu.Unlock()
 	if moved {
-		left, err := s.confirm(ctx, b, rid)
+		left, err := s.confirm(ctx, b, rid, 0)
 		if err == nil && left == 0 {
 			b.mu.Lock()
 			delete(b.migrated, id)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -79,6 +80,7 @@ type Store struct {
 	bounded   bool // the client bounds every call by the timeout itself
 
 	notify notifier
+	sentQ  sentQueue // sends to record, see Sent
 
 	closeOnce sync.Once
 	done      chan struct{}
@@ -90,6 +92,7 @@ var (
 	_ store.Notifier   = (*Store)(nil)
 	_ store.SeatSharer = (*Store)(nil)
 	_ store.Failover   = (*Store)(nil)
+	_ store.Sender     = (*Store)(nil)
 )
 
 // fallbackID tags the IDs of reservations the fallback store made.
@@ -130,13 +133,15 @@ func newStore(client redis.UniversalClient, opts Options, own bool) *Store {
 		done:      make(chan struct{}),
 		ownClient: own,
 	}
+	s.sentQ.kick = make(chan struct{}, 1)
 	if own {
 		s.markDials(client)
 	}
 	s.bounded = boundsCalls(client, opts.Timeout)
-	s.wg.Add(2)
+	s.wg.Add(3)
 	go s.refreshPresence()
 	go s.checkServer()
+	go s.recordSends()
 	return s
 }
 
@@ -266,10 +271,24 @@ const (
 // reservation ahead when it was last refreshed half a presence interval
 // ago.
 func (s *Store) args(b *redisBudget, p store.Policy, force bool, n int) []any {
-	windowed, here := "0", "0"
+	return s.argsHere(b, p, s.presenceFlag(b, force), n)
+}
+
+// argsHere is args with the presence flag here (see lua/hot.lua) given.
+func (s *Store) argsHere(b *redisBudget, p store.Policy, here string, n int) []any {
+	windowed := "0"
 	if p.Strategy != store.StrategyLinear {
 		windowed = "1"
 	}
+	a := make([]any, 6, 6+n)
+	a[0], a[1], a[2], a[3], a[4], a[5] = s.offset.Load(), windowed, s.proc, micros(s.ttl), micros(max(p.Timespan, time.Microsecond)), here
+	return a
+}
+
+// presenceFlag returns args' presence flag, taking the turn to count the
+// processes when it is due.
+func (s *Store) presenceFlag(b *redisBudget, force bool) string {
+	here := "0"
 	now, last := s.localMicros(), b.lastHere.Load()
 	every := micros(s.opts.Presence)
 	if now-b.born < micros(earlyFor) {
@@ -281,9 +300,7 @@ func (s *Store) args(b *redisBudget, p store.Policy, force bool, n int) []any {
 	case now-last >= micros(s.opts.Presence/2):
 		here = "2"
 	}
-	a := make([]any, 6, 6+n)
-	a[0], a[1], a[2], a[3], a[4], a[5] = s.offset.Load(), windowed, s.proc, micros(s.ttl), micros(max(p.Timespan, time.Microsecond)), here
-	return a
+	return here
 }
 
 // call runs a script with the store's timeout.
@@ -448,6 +465,16 @@ func (s *Store) answerLocked(b *redisBudget, id uint64, r store.Request, rep rep
 	res := store.Reservation{OK: rep.status != refused, Wait: rep.wait, Cooldown: rep.cooling}
 	switch {
 	case rep.status == refused:
+	case rep.wait == 0 && r.Deferred && b.policy.Strategy != store.StrategyLinear:
+		// Recorded as a send, at its slot, which no other request's
+		// Confirm moves; its own moves it to where it really leaves (see
+		// lua/sent.lua).
+		res.ID = id
+		rec := rep.record()
+		if !strings.HasPrefix(rec.member, "=") {
+			rec.member = "=" + rec.member
+		}
+		b.outstanding[id] = rec
 	case rep.wait == 0:
 		s.sent(b, b.policy)
 	case rep.status == toHold:
@@ -482,7 +509,7 @@ func (s *Store) Confirm(ctx context.Context, key string, id uint64) (time.Durati
 	if !ok {
 		return 0, store.ErrUnknownReservation
 	}
-	return s.confirm(ctx, b, id)
+	return s.confirm(ctx, b, id, 0)
 }
 
 // currentPolicy returns the policy the budget was last used with.
@@ -492,8 +519,9 @@ func (b *redisBudget) currentPolicy() store.Policy {
 	return b.policy
 }
 
-// confirm is Confirm of a reservation recorded in Redis or held here.
-func (s *Store) confirm(ctx context.Context, b *redisBudget, id uint64) (time.Duration, error) {
+// confirm is Confirm of a reservation recorded in Redis or held here,
+// made ago µs after its request left (0: now, from its waiter).
+func (s *Store) confirm(ctx context.Context, b *redisBudget, id uint64, ago int64) (time.Duration, error) {
 	if s.down.Load() {
 		return s.confirmDuringOutage(b, id)
 	}
@@ -529,7 +557,29 @@ func (s *Store) confirm(ctx context.Context, b *redisBudget, id uint64) (time.Du
 		holding = "1"
 	}
 	b.mu.Unlock()
-	v, err := s.call(ctx, scriptConfirm, b, append(s.args(b, p, false, 5), rec.member, max(p.Limit, 1), holding, rec.at, rec.mark))
+	if strings.HasPrefix(rec.member, "=") {
+		left, done, err := s.confirmAtOnce(ctx, b, id, rec, p, ago)
+		if errors.Is(err, store.ErrUnknownReservation) {
+			return 0, err
+		}
+		if done || err != nil {
+			return s.failedConfirm(ctx, b, id, left, err)
+		}
+		rec.member = rec.member[1:] // a waiting reservation again, for the script below
+	}
+	var args []any
+	if ago == 0 {
+		args = s.args(b, p, false, 5)
+	} else {
+		// Recording a send in the background (see Sent): the script
+		// decides at the instant the request left, and leaves the presence
+		// and the count of processes to the requests, whose replies carry
+		// the count.
+		args = s.argsHere(b, p, "0", 5)
+		args[0] = args[0].(int64) - ago
+	}
+	args = append(args, rec.member, max(p.Limit, 1), holding, rec.at, rec.mark)
+	v, err := s.call(ctx, scriptConfirm, b, args)
 	if err != nil {
 		return s.failedConfirm(ctx, b, id, 0, err)
 	}
@@ -612,7 +662,9 @@ func (s *Store) Release(ctx context.Context, key string, id uint64) error {
 	delete(b.outstanding, id)
 	p := b.policy
 	b.mu.Unlock()
-	if !mine || s.down.Load() {
+	if !mine || s.down.Load() || strings.HasPrefix(rec.member, "=") {
+		// A reservation admitted at once has had its slot: it stays
+		// counted there.
 		return nil
 	}
 	if _, err := s.call(ctx, scriptRelease, b, append(s.args(b, p, false, 1), rec.member)); err != nil {

@@ -59,10 +59,13 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"MaxWaitRefusesAndReservesNothing", testMaxWaitRefuses},
 		{"MaxWaitZeroNeverWaits", testMaxWaitZero},
 		{"ConfirmAtSlot", testConfirmAtSlot},
+		{"DeferredAtOnceCountsFromNowAndSendsWhenConfirmed", testDeferredAtOnce},
+		{"DeferredAtOnceLinearHasNoID", testDeferredLinear},
 		{"LateSendMovesCrowdedReservations", testLateSend},
 		{"LateWaitersWokenTogetherLeaveApart", testLateWaitersTogether},
 		{"LateWaitersConfirmingOutOfOrderLeaveApart", testLateWaitersOutOfOrder},
 		{"WaiterMoreThanATimespanLateIsCounted", testWaiterATimespanLate},
+		{"LateWaiterWaitsOutACooldownSetAfterItsSlot", testLateWaiterCooldown},
 		{"ReleaseFreesSlotForNewcomer", testReleaseFreesSlot},
 		{"CooldownDefersAndOnlyExtends", testCooldownOnlyExtends},
 		{"CooldownMovesOutstandingReservations", testCooldownMovesReservations},
@@ -186,6 +189,43 @@ func testConfirmAtSlot(t *testing.T, h Harness) {
 	assert.ErrorIs(t, err, store.ErrUnknownReservation)
 }
 
+// testDeferredAtOnce checks that a reservation asked to be confirmed is
+// one even when its slot is now: it counts from the moment it is made, and
+// its Confirm records the send where it really leaves, moving the
+// reservations it crowds.
+func testDeferredAtOnce(t *testing.T, h Harness) {
+	p := windowPolicy(2, 10*time.Second)
+	deferred := store.Request{MaxWait: store.NoMaxWait, Deferred: true}
+	a := reserve(t, h, "k", p, deferred)
+	require.True(t, a.OK)
+	near(t, h, 0, a.Wait, "the slot is now")
+	require.NotZero(t, a.ID, "a deferred reservation has an ID even at once")
+
+	h.Advance(time.Second)
+	reserve(t, h, "k", p, anyWait)
+	c := reserve(t, h, "k", p, anyWait)
+	near(t, h, 9*time.Second, c.Wait, "the deferred reservation counts from when it was made, at 0s")
+
+	h.Advance(2 * time.Second) // it leaves at 3s
+	left, err := h.Store.Confirm(ctx, "k", a.ID)
+	require.NoError(t, err)
+	near(t, h, 0, left, "its slot has come: it sends at once")
+	left, err = h.Store.Confirm(ctx, "k", c.ID)
+	require.NoError(t, err)
+	near(t, h, 8*time.Second, left, "the reservation it crowds moves: the window's two sends are now at 1s and 3s, so it comes at 11s")
+	_, err = h.Store.Confirm(ctx, "k", a.ID)
+	assert.ErrorIs(t, err, store.ErrUnknownReservation, "a confirmed reservation is spent")
+}
+
+// testDeferredLinear checks that linear pacing, which never moves a late
+// send, ignores the request to confirm an at-once reservation.
+func testDeferredLinear(t *testing.T, h Harness) {
+	res := reserve(t, h, "k", linearPolicy(1, time.Second, 1), store.Request{MaxWait: store.NoMaxWait, Deferred: true})
+	require.True(t, res.OK)
+	near(t, h, 0, res.Wait)
+	assert.Zero(t, res.ID, "nothing to confirm")
+}
+
 // testLateSend checks that the window holds on the instants requests
 // really leave: a waiter that confirms late moves the reservations its late
 // send would crowd.
@@ -223,6 +263,33 @@ func testWaiterATimespanLate(t *testing.T, h Harness) {
 	left, err := h.Store.Confirm(ctx, "k", b.ID)
 	require.NoError(t, err)
 	near(t, h, 10*time.Second, left, "the late waiter leaves a timespan after the newcomer, at 35s, not beside it")
+}
+
+// testLateWaiterCooldown checks that a waiter whose slot came before a
+// cooldown was set, and who confirms while it lasts, leaves at its end:
+// the cooldown moved only the slots still ahead, but nothing is sent
+// while one lasts.
+func testLateWaiterCooldown(t *testing.T, h Harness) {
+	for _, p := range []store.Policy{windowPolicy(1, 10*time.Second), linearPolicy(1, 10*time.Second, 1)} {
+		t.Run(string(p.Strategy), func(t *testing.T) {
+			key := "k-" + string(p.Strategy)
+			reserve(t, h, key, p, anyWait)
+			b := reserve(t, h, key, p, anyWait)
+			near(t, h, 10*time.Second, b.Wait)
+
+			h.Advance(11 * time.Second) // b's slot came at 10s; its waiter is late
+			_, err := h.Store.SetCooldown(ctx, key, p, 5*time.Second)
+			require.NoError(t, err)
+			left, err := h.Store.Confirm(ctx, key, b.ID)
+			require.NoError(t, err)
+			near(t, h, 5*time.Second, left, "it leaves when the cooldown ends, at 16s")
+
+			h.Advance(5*time.Second + h.Tolerance)
+			left, err = h.Store.Confirm(ctx, key, b.ID)
+			require.NoError(t, err)
+			assert.Zero(t, left)
+		})
+	}
 }
 
 // testLateWaitersTogether checks that waiters whose timers fire late

@@ -21,19 +21,34 @@ if not s then
   if not windowed and at > 0 and at <= now - span then
     local st = redis.call('HMGET', M, 'e:' .. proc, 'tat')
     local since = tonumber(st[1])
-    if since and since <= at and (tonumber(st[2]) or 0) >= tonumber(ARGV[11]) then return {0} end
+    if since and since <= at and (tonumber(st[2]) or 0) >= tonumber(ARGV[11]) then
+      -- A cooldown set since holds it back (below).
+      local cd = tonumber(redis.call('HGET', M, 'cd')) or 0
+      if cd > now then
+        redis.call('ZADD', W, cd, member)
+        return {cd - now}
+      end
+      return {0}
+    end
   end
   return {-1}
 end
 if s > now then return {s - now} end
+-- A cooldown set since its slot came (its waiter late, or waiting for a
+-- seat) holds it back too: nothing is sent while one lasts.
+local cd = tonumber(redis.call('HGET', M, 'cd')) or 0
 if not windowed then
+  if cd > now then
+    redis.call('ZADD', W, cd, member)
+    return {cd - now}
+  end
   redis.call('ZREM', W, member)
   forget(member)
   return {0}
 end
 
 -- A waiter that woke late: the window must hold on the instant it leaves.
--- That is now, unless requests already sent out of order (later
+-- That is now (or the cooldown's end), unless requests already sent out of order (later
 -- reservations whose waiters confirmed first) leave no room until later:
 -- then it waits on, its entry moved there. A send is kept under a name no
 -- Confirm or Release matches. The reservations after it that are due but
@@ -55,10 +70,10 @@ for i = 1, #after, 2 do
   local at = tonumber(after[i + 1])
   if sent(after[i]) and (at > s or after[i] > member) then leaving[#leaving + 1] = at end
 end
-local t = now
+local t = math.max(now, cd)
 if #leaving >= limit then
   table.sort(leaving)
-  t = math.max(now, leaving[#leaving - limit + 1] + span)
+  t = math.max(t, leaving[#leaving - limit + 1] + span)
 end
 -- The entries this moves to an instant sort there, as the memory store
 -- keeps them, before those already there, in the order they had: each

@@ -1,0 +1,157 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/k8sratelimit/k8sratelimit/store"
+)
+
+// A request that reserved its slot before waiting for a seat
+// (store.Request.Deferred) tells the store when it leaves (Sent), and the
+// store records the send at that instant in the background: its Confirm
+// runs as if made when the request left (the script's clock set back by
+// the time since). The window stays exact meanwhile: until the record
+// lands, the send counts at its reserved instant, earlier than it left,
+// which only ever delays others; and it lands long before that instant is
+// a timespan old.
+
+// sentSend is a send to record: the reservation and when its request left.
+type sentSend struct {
+	b  *redisBudget
+	id uint64
+	at int64 // localMicros
+}
+
+// sentQueue holds the sends to record, for one goroutine to run.
+type sentQueue struct {
+	mu    sync.Mutex
+	sends []sentSend
+	kick  chan struct{} // holds a token while sends wait
+
+	flushing sync.Mutex // one flush at a time
+}
+
+// Sent implements store.Sender.
+func (s *Store) Sent(key string, id uint64) {
+	if id == 0 {
+		return
+	}
+	b, ok := s.existing(key)
+	if !ok || id&fallbackID != 0 || s.down.Load() {
+		// Decided in-process: confirming costs no round trip.
+		_, _ = s.Confirm(s.background(), key, id)
+		return
+	}
+	s.queueSent(sentSend{b: b, id: id, at: s.localMicros()})
+}
+
+// queueSent queues a send to record and wakes the goroutine that does.
+func (s *Store) queueSent(x sentSend) {
+	q := &s.sentQ
+	q.mu.Lock()
+	q.sends = append(q.sends, x)
+	q.mu.Unlock()
+	select {
+	case q.kick <- struct{}{}:
+	default:
+	}
+}
+
+// recordSends records the queued sends until the store is closed.
+func (s *Store) recordSends() {
+	defer s.wg.Done()
+	for {
+		select {
+		case <-s.sentQ.kick:
+			s.flushSent()
+		case <-s.done:
+			return
+		}
+	}
+}
+
+// flushSent records every queued send, in the order they left.
+func (s *Store) flushSent() {
+	q := &s.sentQ
+	q.flushing.Lock()
+	defer q.flushing.Unlock()
+	q.mu.Lock()
+	sends := q.sends
+	q.sends = nil
+	q.mu.Unlock()
+	ctx := s.background()
+	// Concurrently, so that recording keeps up with the requests however
+	// long a round trip takes: each request made one to reserve.
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, sentConcurrency)
+	for _, x := range sends {
+		sem <- struct{}{}
+		wg.Go(func() {
+			s.recordSent(ctx, x)
+			<-sem
+		})
+	}
+	wg.Wait()
+}
+
+// sentConcurrency bounds the sends recorded at once.
+const sentConcurrency = 16
+
+// recordSent confirms the reservation of x at the instant its request
+// left. Should the send not fit there after all (a cooldown, or sends out
+// of order, came between its slot and its seat), its entry waits on at
+// the earliest instant it fits, and is confirmed again then: it is
+// counted there.
+func (s *Store) recordSent(ctx context.Context, x sentSend) {
+	left, err := s.confirm(ctx, x.b, x.id, max(s.localMicros()-x.at, 1))
+	if err != nil || left <= 0 {
+		return
+	}
+	time.AfterFunc(left, func() {
+		select {
+		case <-s.done:
+		default:
+			s.queueSent(sentSend{b: x.b, id: x.id, at: s.localMicros()})
+		}
+	})
+}
+
+// confirmAtOnce is confirm of a reservation admitted at once and recorded
+// as a send at its slot (store.Request.Deferred): made ago µs after its
+// request left, or, with ago 0, by its waiter asking whether it may leave.
+// done reports that the send is recorded, at the instant it left; else
+// the entry is a waiting reservation again, for confirm.lua.
+func (s *Store) confirmAtOnce(ctx context.Context, b *redisBudget, id uint64, rec record, p store.Policy, ago int64) (left time.Duration, done bool, err error) {
+	args := s.argsHere(b, p, "0", 2)
+	args[0] = args[0].(int64) - ago
+	asks := "0"
+	if ago == 0 {
+		asks = "1"
+	}
+	v, err := s.call(ctx, scriptSent, b, append(args, rec.member, asks))
+	if err != nil {
+		return 0, false, err
+	}
+	a, _ := v.([]any)
+	if len(a) == 0 {
+		return 0, false, fmt.Errorf("store: unexpected reply %v", v)
+	}
+	code, _ := a[0].(int64)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	cur, mine := b.outstanding[id]
+	if !mine {
+		return 0, true, store.ErrUnknownReservation // released meanwhile
+	}
+	if code == 0 {
+		delete(b.outstanding, id)
+		s.sent(b, p)
+		return 0, true, nil
+	}
+	cur.member = rec.member[1:]
+	b.outstanding[id] = cur
+	return 0, false, nil
+}
