@@ -22,7 +22,12 @@ import (
 //     when the throttled request was sent — once per burst: answers to
 //     requests sent before the cut do not cut again, nor grow the limit.
 //   - Then additive growth (+1 per limit's worth of good answers), but
-//     never above the seats that drew the throttle, less one: the ceiling.
+//     never above the ceiling: the seats that drew the throttle less one,
+//     or fewer, the most seats in use with which a request was served
+//     since the previous cut. In slow start the first throttle is drawn
+//     with up to half as many seats again as the server has; those with
+//     which requests were served are a closer bound, and every probe
+//     above the server's seats costs the whole budget a Retry-After.
 //   - The ceiling rises after probeEvery without a throttle, by a step that
 //     doubles with every rise that held. A throttle within probeEvery of a
 //     rise doubles probeEvery (up to maxProbeEvery) and resets the step; a
@@ -54,6 +59,8 @@ type control struct {
 
 	seq    uint64 // requests sent so far
 	cutSeq uint64 // seq at the last cut
+
+	servedPeak int // most seats in use of a request served since the last cut
 }
 
 func newControl(c Concurrency, now time.Time) control {
@@ -90,7 +97,11 @@ func (c *control) seated() uint64 {
 // peers seats in use. A limit that is not used more than half does not
 // grow: it would only let a later burst overshoot.
 func (c *control) good(seq uint64, peers int, now time.Time) {
-	if !c.adaptive || seq <= c.cutSeq || 2*peers <= c.seats() {
+	if !c.adaptive || seq <= c.cutSeq {
+		return
+	}
+	c.servedPeak = max(c.servedPeak, peers)
+	if 2*peers <= c.seats() {
 		return
 	}
 	if c.limit < c.ssthresh {
@@ -134,7 +145,12 @@ func (c *control) throttled(seq uint64, peers, processes int, now time.Time) (st
 	}
 	c.limit = max(math.Floor(min(c.limit, float64(peers))*cutFactor), c.floor(processes))
 	c.ssthresh = c.limit
-	c.ceiling = max(float64(peers-1), c.limit)
+	ceiling := peers - 1
+	if c.servedPeak > 0 {
+		ceiling = min(ceiling, c.servedPeak)
+	}
+	c.servedPeak = 0
+	c.ceiling = max(float64(ceiling), c.limit)
 	c.step = 1
 	c.raised = time.Time{}
 	c.raiseAt = now.Add(c.probeEvery)
@@ -156,6 +172,7 @@ func (c *control) adopt(cut store.SeatCut, processes int, now time.Time) {
 		return
 	}
 	c.cutSeq = c.seq
+	c.servedPeak = 0
 	c.limit = max(min(c.limit, float64(cut.Limit)), c.floor(processes))
 	c.ssthresh = c.limit
 	c.ceiling = min(max(float64(cut.Ceiling), c.limit), c.max)

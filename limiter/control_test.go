@@ -82,6 +82,24 @@ func TestControlStaysBelowTheLastThrottleUntilItProbes(t *testing.T) {
 	assert.Equal(t, 2*minProbeEvery, c.probeEvery, "a probe that drew a throttle doubles the time to the next")
 }
 
+func TestControlCeilingIsTheMostSeatsServedSinceTheLastCut(t *testing.T) {
+	c := newControl(Concurrency{Adaptive: true}, t0)
+	c.limit = 6
+	for peers := 1; peers <= 3; peers++ {
+		c.good(c.seated(), peers, t0)
+	}
+	c.throttled(c.seated(), 5, 1, t0)
+	assert.Equal(t, 3, int(c.ceiling), "requests were served with 3 seats in use, one was throttled with 5")
+
+	for range 100 {
+		c.good(c.seated(), 3, t0.Add(time.Second))
+	}
+	assert.Equal(t, 3, c.seats(), "no growth to the 4 seats nothing was served with before probeEvery")
+
+	c.throttled(c.seated(), 3, 1, t0.Add(2*time.Second))
+	assert.Equal(t, 2, int(c.ceiling), "a throttle with 3 seats in use bounds it below them, whatever was served with them")
+}
+
 func TestControlUnusedLimitDoesNotGrow(t *testing.T) {
 	c := newControl(Concurrency{Adaptive: true}, t0)
 	for range 100 {

@@ -109,6 +109,9 @@ func (g *linear) sendLate(_ uint64, _, now, cd int64, _ func(uint64, int64)) int
 	return max(now, cd)
 }
 
+// sent implements schedule: linear records no send instants.
+func (g *linear) sent(uint64, int64) {}
+
 // seed implements schedule: each send moves tat one interval on.
 func (g *linear) seed(at, _ int64) { g.tat = max(g.tat, at) + g.interval }
 

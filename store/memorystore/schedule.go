@@ -24,6 +24,9 @@ type schedule interface {
 	// leave: now, or the end cd of a cooldown set meanwhile, or later when
 	// the requests already sent leave no room until then. moved is called for every other reservation it moves.
 	sendLate(id uint64, slot, now, cd int64, moved func(id uint64, at int64)) int64
+	// sent records that the reservation id leaves at its slot, on time:
+	// no late send moves it from there.
+	sent(id uint64, slot int64)
 	// release gives the slot at of the reservation id back, for a
 	// newcomer to claim.
 	release(id uint64, at int64)

@@ -149,8 +149,11 @@ func (m *Store) Confirm(_ context.Context, key string, id uint64) (time.Duration
 		return time.Duration(slot - now), nil
 	}
 	delete(b.pending, id)
-	// Also on time: the entry becomes a send, which no late send moves.
-	if slot <= now {
+	if slot == now {
+		b.sched.sent(id, slot)
+		return 0, nil
+	}
+	if slot < now {
 		at := b.sched.sendLate(id, slot, now, b.cd, func(id uint64, at int64) { b.pending[id] = at })
 		if at > now {
 			b.pending[id] = at

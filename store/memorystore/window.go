@@ -134,16 +134,32 @@ func (w *window) firstFreed(t int64) int {
 	return -1
 }
 
-// release implements schedule: it marks the entry of reservation id,
-// reserved at at, as freed.
-func (w *window) release(id uint64, at int64) {
+// sent implements schedule: the entry of reservation id, at slot,
+// becomes a send.
+func (w *window) sent(id uint64, slot int64) {
+	if i := w.find(id, slot); i >= 0 {
+		w.entries[w.head+i].id = 0
+	}
+}
+
+// find returns the index in the live entries of reservation id's entry,
+// at at, or -1.
+func (w *window) find(id uint64, at int64) int {
 	live := w.entries[w.head:]
 	for i := sort.Search(len(live), func(i int) bool { return live[i].at >= at }); i < len(live) && live[i].at == at; i++ {
 		if live[i].id == id {
-			live[i].id = freedID
-			w.freed++
-			return
+			return i
 		}
+	}
+	return -1
+}
+
+// release implements schedule: it marks the entry of reservation id,
+// reserved at at, as freed.
+func (w *window) release(id uint64, at int64) {
+	if i := w.find(id, at); i >= 0 {
+		w.entries[w.head+i].id = freedID
+		w.freed++
 	}
 }
 
