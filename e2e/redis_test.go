@@ -34,6 +34,7 @@ const (
 	childRequests = "K8SRATELIMIT_E2E_REQUESTS"
 	childWorkers  = "K8SRATELIMIT_E2E_WORKERS"
 	childFor      = "K8SRATELIMIT_E2E_FOR" // set: list namespaces for this long instead
+	childBare     = "K8SRATELIMIT_E2E_BARE" // set: with childFor, send through no limiter (a baseline)
 )
 
 // runChild reads probePath the number of times it is told through a
@@ -58,6 +59,9 @@ func runChild() int {
 		TLSClientConfig: rest.TLSClientConfig{CAData: ca}, UserAgent: os.Getenv(childEnv)}
 	if d := os.Getenv(childFor); d != "" {
 		workers, _ := strconv.Atoi(os.Getenv(childWorkers))
+		if os.Getenv(childBare) != "" {
+			lim = nil
+		}
 		return runChildFor(lim, rc, workers, d)
 	}
 	var sends childproc.Sends

@@ -19,12 +19,14 @@ import (
 //     429 came back, and every request over them drew one) until the first
 //     throttle.
 //   - A throttle cuts the limit to cutFactor of the seats that were in use
-//     when the throttled request was sent — once per burst: answers to
+//     when the throttled request was sent, or to the requests the server
+//     was running when it refused it if fewer — once per burst: answers to
 //     requests sent before the cut do not cut again, nor grow the limit.
 //   - Then additive growth (+1 per limit's worth of good answers), but
 //     never above the ceiling: the seats that drew the throttle less one,
 //     or fewer, the most seats in use with which a request was served
-//     since the previous cut. In slow start the first throttle is drawn
+//     since the previous cut, or the requests the server was running when
+//     it refused. In slow start the first throttle is drawn
 //     with up to half as many seats again as the server has; those with
 //     which requests were served are a closer bound, and every probe
 //     above the server's seats costs the whole budget a Retry-After.
@@ -132,9 +134,14 @@ func (c *control) raise(now time.Time) {
 }
 
 // throttled cuts the limit after a throttling answer to request seq, sent
-// with peers seats in use, and reports the cut it made, if any. processes
-// share the limit (1 when it is this process's alone).
-func (c *control) throttled(seq uint64, peers, processes int, now time.Time) (store.SeatCut, bool) {
+// with peers seats in use, and reports the cut it made, if any. running is
+// how many of the budget's requests the server was running when it
+// refused this one, as far as the client can tell (the requests sent
+// before it and still unanswered when its answer came), 0 when unknown:
+// the closest bound on the server's seats, the limit is cut to it, and
+// not grown past it, when it is lower. processes share the limit (1 when
+// it is this process's alone).
+func (c *control) throttled(seq uint64, peers, running, processes int, now time.Time) (store.SeatCut, bool) {
 	if !c.adaptive || seq <= c.cutSeq {
 		return store.SeatCut{}, false
 	}
@@ -143,12 +150,17 @@ func (c *control) throttled(seq uint64, peers, processes int, now time.Time) (st
 		// The last rise drew it: probe less often.
 		c.probeEvery = min(2*c.probeEvery, maxProbeEvery)
 	}
-	c.limit = max(math.Floor(min(c.limit, float64(peers))*cutFactor), c.floor(processes))
-	c.ssthresh = c.limit
+	c.limit = math.Floor(min(c.limit, float64(peers)) * cutFactor)
 	ceiling := peers - 1
 	if c.servedPeak > 0 {
 		ceiling = min(ceiling, c.servedPeak)
 	}
+	if running > 0 {
+		c.limit = min(c.limit, float64(running))
+		ceiling = min(ceiling, running)
+	}
+	c.limit = max(c.limit, c.floor(processes))
+	c.ssthresh = c.limit
 	c.servedPeak = 0
 	c.ceiling = max(float64(ceiling), c.limit)
 	c.step = 1

@@ -1,6 +1,7 @@
 package limiter
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -36,7 +37,7 @@ func TestControlCutsOncePerBurst(t *testing.T) {
 		seqs[i] = c.seated()
 	}
 	for _, s := range seqs[3:] {
-		c.throttled(s, 8, 1, t0)
+		c.throttled(s, 8, 0, 1, t0)
 	}
 	assert.Equal(t, 6, c.seats(), "five throttles of one burst cut once, to 3/4")
 	for _, s := range seqs[:3] {
@@ -45,23 +46,23 @@ func TestControlCutsOncePerBurst(t *testing.T) {
 	assert.Equal(t, 6, c.seats(), "answers to requests sent before the cut do not grow the limit")
 
 	s := c.seated()
-	c.throttled(s, 6, 1, t0)
+	c.throttled(s, 6, 0, 1, t0)
 	assert.Equal(t, 4, c.seats(), "a throttle of a request sent after the cut cuts again")
 }
 
 func TestControlCutsToTheSeatsInUse(t *testing.T) {
 	c := newControl(Concurrency{Adaptive: true}, t0)
 	c.limit = 40
-	c.throttled(c.seated(), 4, 1, t0)
+	c.throttled(c.seated(), 4, 0, 1, t0)
 	assert.Equal(t, 3, c.seats(), "the cut starts from the seats the throttled request saw, not an unused limit")
-	c.throttled(c.seated(), 1, 1, t0)
+	c.throttled(c.seated(), 1, 0, 1, t0)
 	assert.Equal(t, 1, c.seats(), "never below one")
 }
 
 func TestControlStaysBelowTheLastThrottleUntilItProbes(t *testing.T) {
 	c := newControl(Concurrency{Adaptive: true}, t0)
 	c.limit = 4
-	c.throttled(c.seated(), 4, 1, t0)
+	c.throttled(c.seated(), 4, 0, 1, t0)
 	require.Equal(t, 3, c.seats())
 
 	now := t0
@@ -77,7 +78,7 @@ func TestControlStaysBelowTheLastThrottleUntilItProbes(t *testing.T) {
 	}
 	assert.Equal(t, 4, c.seats(), "after probeEvery, one more seat is tried")
 
-	c.throttled(c.seated(), 4, 1, now.Add(time.Second))
+	c.throttled(c.seated(), 4, 0, 1, now.Add(time.Second))
 	assert.Equal(t, 3, c.seats())
 	assert.Equal(t, 2*minProbeEvery, c.probeEvery, "a probe that drew a throttle doubles the time to the next")
 }
@@ -88,7 +89,7 @@ func TestControlCeilingIsTheMostSeatsServedSinceTheLastCut(t *testing.T) {
 	for peers := 1; peers <= 3; peers++ {
 		c.good(c.seated(), peers, t0)
 	}
-	c.throttled(c.seated(), 5, 1, t0)
+	c.throttled(c.seated(), 5, 0, 1, t0)
 	assert.Equal(t, 3, int(c.ceiling), "requests were served with 3 seats in use, one was throttled with 5")
 
 	for range 100 {
@@ -96,8 +97,19 @@ func TestControlCeilingIsTheMostSeatsServedSinceTheLastCut(t *testing.T) {
 	}
 	assert.Equal(t, 3, c.seats(), "no growth to the 4 seats nothing was served with before probeEvery")
 
-	c.throttled(c.seated(), 3, 1, t0.Add(2*time.Second))
+	c.throttled(c.seated(), 3, 0, 1, t0.Add(2*time.Second))
 	assert.Equal(t, 2, int(c.ceiling), "a throttle with 3 seats in use bounds it below them, whatever was served with them")
+}
+
+func TestControlCutsToTheRequestsTheServerWasRunning(t *testing.T) {
+	c := newControl(Concurrency{Adaptive: true}, t0)
+	c.limit = 10
+	c.throttled(c.seated(), 10, 3, 1, t0)
+	assert.Equal(t, 3, c.seats(), "the server refused it while it ran 3 of ours, fewer than 10 × 3/4")
+	assert.Equal(t, 3, int(c.ceiling), "nor does it grow past them")
+
+	c.throttled(c.seated(), 3, 5, 1, t0)
+	assert.Equal(t, 2, c.seats(), "more running than seats in use bounds nothing")
 }
 
 func TestControlUnusedLimitDoesNotGrow(t *testing.T) {
@@ -115,7 +127,7 @@ func TestControlKeepsBetweenOneAndMax(t *testing.T) {
 	}
 	assert.Equal(t, 5, c.seats())
 	for range 10 {
-		c.throttled(c.seated(), 1, 1, t0)
+		c.throttled(c.seated(), 1, 0, 1, t0)
 	}
 	assert.Equal(t, 1, c.seats())
 }
@@ -123,21 +135,21 @@ func TestControlKeepsBetweenOneAndMax(t *testing.T) {
 func TestControlSharedByProcessesCutsNoLowerThanOneSeatEach(t *testing.T) {
 	c := newControl(Concurrency{Adaptive: true}, t0)
 	c.limit = 3
-	c.throttled(c.seated(), 3, 2, t0)
+	c.throttled(c.seated(), 3, 0, 2, t0)
 	assert.Equal(t, 2, c.seats(), "3 × 0.75")
-	c.throttled(c.seated(), 2, 2, t0)
+	c.throttled(c.seated(), 2, 0, 2, t0)
 	assert.Equal(t, 2, c.seats(), "each of the two processes holds a seat whatever the limit")
 	c.adopt(store.SeatCut{Limit: 1, Ceiling: 1, ProbeAfter: minProbeEvery}, 2, t0)
 	assert.Equal(t, 2, c.seats(), "nor does another process's cut take it lower")
 
 	small := newControl(Concurrency{Adaptive: true, Max: 2}, t0)
-	small.throttled(small.seated(), 2, 5, t0)
+	small.throttled(small.seated(), 2, 0, 5, t0)
 	assert.Equal(t, 2, small.seats(), "never above the ceiling of the limit")
 }
 
 func TestControlFixedNeverMoves(t *testing.T) {
 	c := newControl(Concurrency{Fixed: 3, Adaptive: true}, t0)
-	c.throttled(c.seated(), 3, 1, t0)
+	c.throttled(c.seated(), 3, 0, 1, t0)
 	c.good(c.seated(), 3, t0)
 	assert.Equal(t, 3, c.seats())
 }
@@ -170,8 +182,9 @@ func TestControlAgainstARejectingLevel(t *testing.T) {
 	)
 	for now.Before(t0.Add(run)) {
 		// Finish what is due.
+		before := slices.Clone(inFlight)
 		kept := inFlight[:0]
-		for _, r := range inFlight {
+		for _, r := range before {
 			if r.end.After(now) {
 				kept = append(kept, r)
 				continue
@@ -181,7 +194,13 @@ func TestControlAgainstARejectingLevel(t *testing.T) {
 				c.good(r.seq, r.peers, now)
 			} else {
 				rejected++
-				c.throttled(r.seq, r.peers, 1, now)
+				running := 0 // the requests sent before it, still unanswered
+				for _, x := range before {
+					if x.seq < r.seq && x.end.After(now) {
+						running++
+					}
+				}
+				c.throttled(r.seq, r.peers, running, 1, now)
 				coolTill = now.Add(retryAfter)
 			}
 		}

@@ -66,6 +66,7 @@ type seats struct {
 	mu       sync.Mutex
 	inUse    int       // seats held
 	inFlight int       // of which by requests sent
+	sentSeqs []uint64  // the sequence numbers of those, in the order sent
 	waiting  list.List // *seatWaiter, in arrival order
 	ctl      control
 	hold     time.Duration // moving average of how long a seat is held
@@ -164,9 +165,34 @@ func (st *seat) send() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.inFlight++
+	s.sentSeqs = append(s.sentSeqs, st.seq)
+	st.peers = s.inFlight + s.othersLocked(s.inFlight)
+}
+
+// othersLocked estimates the requests in flight of the other processes
+// sharing the limit, when this one has mine in flight: the larger of their
+// shares and as many as this process has each, since before the processes
+// share one limit each may hold as many as it believes the limit to be.
+// s.mu must be held.
+func (s *seats) othersLocked(mine int) int {
 	share, n := s.shareLocked()
-	others := max(s.ctl.seats()-share, s.inFlight*(n-1), 0)
-	st.peers = s.inFlight + others
+	return max(s.ctl.seats()-share, mine*(n-1), 0)
+}
+
+// unsendLocked forgets the send of the request with sequence number seq,
+// finished, and returns how many requests sent before it are still in
+// flight. s.mu must be held.
+func (s *seats) unsendLocked(seq uint64) (older int) {
+	for i, x := range s.sentSeqs {
+		if x == seq {
+			s.sentSeqs = append(s.sentSeqs[:i], s.sentSeqs[i+1:]...)
+			return older
+		}
+		if x < seq {
+			older++
+		}
+	}
+	return older
 }
 
 // enqueue queues a waiter for the next free seat. The seats held may all
@@ -243,8 +269,10 @@ func (s *seats) freeSeat(st seat, o outcome, now time.Time) (cut store.SeatCut, 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.inUse--
+	var older int
 	if st.peers != 0 {
 		s.inFlight--
+		older = s.unsendLocked(st.seq)
 	}
 	if o != outcomeUnsent {
 		held := now.Sub(st.since)
@@ -254,8 +282,17 @@ func (s *seats) freeSeat(st seat, o outcome, now time.Time) (cut store.SeatCut, 
 	case outcomeGood:
 		s.ctl.good(st.seq, st.peers, now)
 	case outcomeThrottled:
+		// The requests sent before it and still unanswered are those the
+		// server was running when it refused it: a refusal comes back at
+		// once, a served request takes its time. What other processes
+		// sharing the limit had running is not known well enough to cut
+		// on: there it is left unknown.
 		_, processes := s.shareLocked()
-		cut, cutOK = s.ctl.throttled(st.seq, st.peers, processes, now)
+		running := 0
+		if processes == 1 {
+			running = older
+		}
+		cut, cutOK = s.ctl.throttled(st.seq, st.peers, running, processes, now)
 	}
 	s.grantLocked(now)
 	return cut, cutOK

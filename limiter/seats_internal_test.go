@@ -29,3 +29,25 @@ func TestSeatFreedBeforeTheWaiterQueuesIsGrantedToIt(t *testing.T) {
 		t.Fatal("the waiter was left waiting with a seat free")
 	}
 }
+
+// A throttled request's answer comes back at once, while the requests the
+// server was running when it refused it are still unanswered: they are
+// the closest bound on the server's seats.
+func TestThrottleCutsToTheRequestsSentBeforeItStillInFlight(t *testing.T) {
+	now := time.Unix(0, 0)
+	s := &seats{ctl: newControl(Concurrency{Adaptive: true}, now), clock: clocktesting.NewFakePassiveClock(now)}
+	s.ctl.limit = 8
+	var sent []seat
+	for range 6 {
+		st, ok := s.tryTake(now)
+		require.True(t, ok)
+		st.send()
+		sent = append(sent, st)
+	}
+	sent[0].free(outcomeGood) // answered before: not running any more
+	sent[1].free(outcomeGood)
+	sent[4].free(outcomeThrottled)
+
+	assert.Equal(t, 2, s.ctl.seats(), "sent before it and unanswered: 2, fewer than 5 seats in use × 3/4")
+	assert.Equal(t, []uint64{sent[2].seq, sent[3].seq, sent[5].seq}, s.sentSeqs, "the finished sends are forgotten")
+}

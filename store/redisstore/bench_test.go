@@ -62,6 +62,22 @@ var redisFloor = redis.NewScript("return 1")
 var redisKinds = []redisKind{
 	{"window", redisStoreAdmit(redisBenchWindow)},
 	{"linear", redisStoreAdmit(redisBenchLinear)},
+	// A request that waited for a seat: its slot reserved first, its send
+	// recorded where it left afterwards (lua/sent.lua), both counted here
+	// though the second runs off the request's path.
+	{"window-seat-waiter", func(tb testing.TB, c *redis.Client) redisAdmit {
+		s := redisstore.New(c, redisstore.Options{Failure: store.FailureClosed})
+		tb.Cleanup(func() { _ = s.Close() })
+		return func(ctx context.Context, key string) (bool, error) {
+			res, err := s.Reserve(ctx, key, redisBenchWindow, store.Request{MaxWait: store.NoMaxWait, Deferred: true})
+			if err != nil || !res.OK || res.Wait != 0 {
+				return false, err
+			}
+			s.Sent(key, res.ID)
+			redisstore.FlushSent(s)
+			return true, nil
+		}
+	}},
 	{"evalsha", func(_ testing.TB, c *redis.Client) redisAdmit {
 		return func(ctx context.Context, key string) (bool, error) {
 			n, err := redisFloor.Run(ctx, c, []string{key}).Int64()
