@@ -83,11 +83,11 @@ func (b *Budget) admit(ctx context.Context, stop <-chan struct{}, seated bool) (
 	w := b.limits(ctx)
 	var st seat
 	if seated && b.seats != nil {
+		if l.sender != nil && l.policy.Strategy != store.StrategyLinear {
+			return b.admitShared(ctx, stop, w)
+		}
 		var ok bool
 		if st, ok = b.seats.tryTake(l.clock.Now()); !ok {
-			if l.sender != nil && l.policy.Strategy != store.StrategyLinear {
-				return b.slotThenSeat(ctx, stop, w)
-			}
 			var err error
 			if st, err = b.waitSeat(ctx, stop, &w, true); err != nil {
 				return seat{}, err
@@ -100,63 +100,6 @@ func (b *Budget) admit(ctx context.Context, stop <-chan struct{}, seated bool) (
 	}
 	st.send()
 	return st, nil
-}
-
-// slotThenSeat admits a request that found no seat free, with a store
-// whose decisions cost a round trip (a store.Sender) and a window budget
-// (linear pacing records no send it could move): it reserves its slot
-// first, so that no seat is held across the round trip, then waits for a
-// seat, and leaves at once when its slot has come, telling the store,
-// which records the send where it left in the background. A slot still
-// ahead, or moved by a cooldown meanwhile, or reserved too long ago, is
-// confirmed with the store as a waiter's is, holding the seat. On failure
-// it holds nothing.
-func (b *Budget) slotThenSeat(ctx context.Context, stop <-chan struct{}, w waitLimits) (seat, error) {
-	l := b.l
-	if w.start.IsZero() {
-		w.start = l.clock.Now()
-	}
-	moved := b.movedSignal()
-	res, err := l.store.Reserve(ctx, b.key, l.policy, store.Request{MaxWait: w.limit, Jitter: l.drawJitter(), Deferred: true})
-	if err != nil {
-		return seat{}, fmt.Errorf("k8sratelimit: budget %s: %w", b.key, err)
-	}
-	if !res.OK {
-		return seat{}, b.refuse(res.Wait, w)
-	}
-	st, err := b.waitSeat(ctx, stop, &w, false)
-	if err != nil {
-		if res.ID != 0 {
-			b.release(ctx, res.ID)
-		}
-		return seat{}, err
-	}
-	if res.Wait > 0 || (res.ID != 0 && (isClosed(moved) || w.seatWait >= l.policy.Timespan/4)) {
-		res.Wait = max(res.Wait-w.seatWait, 0)
-		if err := b.sleep(ctx, stop, res, w); err != nil {
-			st.free(outcomeUnsent)
-			return seat{}, err
-		}
-		st.send()
-		return st, nil
-	}
-	st.send()
-	if res.ID != 0 {
-		l.sender.Sent(b.key, res.ID)
-	}
-	l.observer.Admitted(b.Cluster(), b.key, w.seatWait, WaitSeat)
-	b.logSlow(w.seatWait, WaitSeat)
-	return st, nil
-}
-
-// isClosed reports whether c is closed.
-func isClosed(c <-chan struct{}) bool {
-	select {
-	case <-c:
-		return true
-	default:
-		return false
-	}
 }
 
 // slot takes one slot of the budget and returns when it has come.
@@ -235,21 +178,7 @@ func (b *Budget) sleep(ctx context.Context, stop <-chan struct{}, res store.Rese
 
 	wait := res.Wait
 	for {
-		moved := b.movedSignal()
-		timer := l.clock.NewTimer(wait)
-		var quit error
-		select {
-		case <-timer.C():
-		case <-moved:
-		case <-ctx.Done():
-			quit = ctx.Err()
-		case <-stop:
-			quit = errStopped
-		case <-l.done:
-			quit = errClosed
-		}
-		timer.Stop()
-		if quit != nil {
+		if quit := b.pause(ctx, stop, wait); quit != nil {
 			b.release(ctx, res.ID)
 			return quit
 		}
@@ -281,6 +210,30 @@ func (b *Budget) sleep(ctx context.Context, stop <-chan struct{}, res store.Rese
 		}
 		wait = left
 	}
+}
+
+// pause waits for d, or until a cooldown may have moved the waiter's
+// slot, and returns why it gave up instead: ctx done, stop closed or the
+// Engine closed. A slot that has come (d <= 0) needs no timer.
+func (b *Budget) pause(ctx context.Context, stop <-chan struct{}, d time.Duration) error {
+	l := b.l
+	if d <= 0 {
+		return nil
+	}
+	moved := b.movedSignal()
+	timer := l.clock.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C():
+	case <-moved:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-stop:
+		return errStopped
+	case <-l.done:
+		return errClosed
+	}
+	return nil
 }
 
 // reason says what a request that waited waited for: a cooldown when one

@@ -129,3 +129,44 @@ func TestSeatWaiterWhoseSlotACooldownMovedWaitsForIt(t *testing.T) {
 	_, sent := st.counts()
 	assert.Zero(t, sent, "its slot was confirmed with the store before it left, as a waiter's is")
 }
+
+func TestSeatWaiterWhoseSlotIsAheadWaitsForItHoldingNoSeatNorPlaceInLine(t *testing.T) {
+	rt, srv, b, _, clk, holder, hold := slotFirst(t, limiter.Options{})
+	second := send(context.Background(), rt, "/second")
+	harness.Settle(t, func() bool { return b.Seats().Waiting == 1 }, "the second request, its slot now, waits for the seat")
+	third := send(context.Background(), rt, "/third")
+	harness.Settle(t, clk.HasWaiters, "the third request sleeps until its slot, 10s ahead")
+	assert.Equal(t, 1, b.Seats().Waiting, "not in line for a seat before its slot has come")
+
+	srv.respond(holder, http.StatusOK, nil)
+	require.NoError(t, harness.Result(t, hold))
+	srv.respond(srv.next(t), http.StatusOK, nil)
+	require.NoError(t, harness.Result(t, second))
+	srv.none(t)
+
+	clk.Step(10 * time.Second)
+	p := srv.next(t)
+	assert.Equal(t, "/third", p.req.URL.Path)
+	srv.respond(p, http.StatusOK, nil)
+	require.NoError(t, harness.Result(t, third))
+}
+
+func TestSeatTakenFreeIsGivenBackWhileItsSlotIsAhead(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	l := limiter.New(&senderStore{Store: memorystore.New(clk)}, limiter.Options{Policy: window(1, 10*time.Second), Clock: clk, Concurrency: limiter.Concurrency{Fixed: 1}})
+	t.Cleanup(func() { l.Close() })
+	b := l.Budget(key, "test")
+	srv := newServer()
+	rt := b.Wrap(srv)
+	first := send(context.Background(), rt, "/first")
+	srv.respond(srv.next(t), http.StatusOK, nil)
+	require.NoError(t, harness.Result(t, first))
+
+	second := send(context.Background(), rt, "/second")
+	harness.Settle(t, clk.HasWaiters, "the second request sleeps until its slot, 10s ahead")
+	assert.Equal(t, limiter.SeatStatus{Limit: 1, Share: 1}, b.Seats(), "holding no seat meanwhile")
+
+	clk.Step(10 * time.Second)
+	srv.respond(srv.next(t), http.StatusOK, nil)
+	require.NoError(t, harness.Result(t, second))
+}

@@ -149,16 +149,16 @@ func (m *Store) Confirm(_ context.Context, key string, id uint64) (time.Duration
 		return time.Duration(slot - now), nil
 	}
 	delete(b.pending, id)
-	if slot == now {
+	if slot == now && b.cd <= now {
 		b.sched.sent(id, slot)
 		return 0, nil
 	}
-	if slot < now {
-		at := b.sched.sendLate(id, slot, now, b.cd, func(id uint64, at int64) { b.pending[id] = at })
-		if at > now {
-			b.pending[id] = at
-			return time.Duration(at - now), nil
-		}
+	// Late, or on time but held back by a cooldown set at its very slot
+	// (which moved only the slots still ahead).
+	at := b.sched.sendLate(id, slot, now, b.cd, func(id uint64, at int64) { b.pending[id] = at })
+	if at > now {
+		b.pending[id] = at
+		return time.Duration(at - now), nil
 	}
 	return 0, nil
 }

@@ -1,0 +1,150 @@
+package limiter
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/k8sratelimit/k8sratelimit/store"
+)
+
+// admitShared is admit for a request that holds a seat, with a store whose
+// decisions cost a round trip (a store.Sender) and a window budget (linear
+// pacing records no send it could move). No seat is held across a wait
+// for a slot, and none across a round trip to the store while requests
+// wait for one, so that the seats are at the server's disposal and go to
+// the requests in the order their slots come:
+//
+//   - A request that finds a seat free takes it and reserves its slot; it
+//     leaves at once when the slot is now, else gives the seat back while
+//     it waits for its slot (seatAtSlot).
+//   - A request that finds none reserves its slot first, asking the store
+//     to keep it to be confirmed (store.Request.Deferred). When the slot
+//     is now, it waits for a seat and leaves at once, telling the store,
+//     which records the send where it left in the background: until then
+//     the send counts at its slot, a little earlier than it left, which
+//     only ever delays others. A slot moved by a cooldown meanwhile, or
+//     reserved a quarter of the timespan ago or more, is confirmed with the
+//     store first, holding the seat. A slot ahead is waited for as above.
+//
+// On failure it holds nothing.
+func (b *Budget) admitShared(ctx context.Context, stop <-chan struct{}, w waitLimits) (seat, error) {
+	l := b.l
+	if w.start.IsZero() {
+		w.start = l.clock.Now()
+	}
+	if st, ok := b.seats.tryTake(w.start); ok {
+		res, err := b.reserve(ctx, w, false)
+		if err != nil {
+			st.free(outcomeUnsent)
+			return seat{}, err
+		}
+		if res.Wait == 0 {
+			l.observer.Admitted(b.Cluster(), b.key, 0, WaitNone)
+			st.send()
+			return st, nil
+		}
+		st.free(outcomeUnsent)
+		return b.seatAtSlot(ctx, stop, res, w)
+	}
+
+	moved := b.movedSignal()
+	res, err := b.reserve(ctx, w, true)
+	if err != nil {
+		return seat{}, err
+	}
+	if res.Wait > 0 {
+		return b.seatAtSlot(ctx, stop, res, w)
+	}
+	st, err := b.waitSeat(ctx, stop, &w, false)
+	if err != nil {
+		if res.ID != 0 {
+			b.release(ctx, res.ID)
+		}
+		return seat{}, err
+	}
+	if res.ID != 0 && (isClosed(moved) || w.seatWait >= l.policy.Timespan/4) {
+		return b.confirmSeated(ctx, stop, st, res, w)
+	}
+	st.send()
+	if res.ID != 0 {
+		l.sender.Sent(b.key, res.ID)
+	}
+	l.observer.Admitted(b.Cluster(), b.key, w.seatWait, WaitSeat)
+	b.logSlow(w.seatWait, WaitSeat)
+	return st, nil
+}
+
+// reserve reserves a slot within w's limit, to be confirmed even when it
+// is now if deferred. A slot beyond the limit is refused with the typed
+// error, and nothing is reserved.
+func (b *Budget) reserve(ctx context.Context, w waitLimits, deferred bool) (store.Reservation, error) {
+	l := b.l
+	res, err := l.store.Reserve(ctx, b.key, l.policy, store.Request{MaxWait: w.limit, Jitter: l.drawJitter(), Deferred: deferred})
+	if err != nil {
+		return res, fmt.Errorf("k8sratelimit: budget %s: %w", b.key, err)
+	}
+	if !res.OK {
+		return res, b.refuse(res.Wait, w)
+	}
+	return res, nil
+}
+
+// seatAtSlot waits for the slot of res, ahead, holding no seat, then for
+// a seat, and confirms the slot with the store holding it.
+func (b *Budget) seatAtSlot(ctx context.Context, stop <-chan struct{}, res store.Reservation, w waitLimits) (seat, error) {
+	if err := b.await(ctx, stop, res.Wait); err != nil {
+		b.release(ctx, res.ID)
+		return seat{}, err
+	}
+	st, err := b.waitSeat(ctx, stop, &w, false)
+	if err != nil {
+		b.release(ctx, res.ID)
+		return seat{}, err
+	}
+	return b.confirmSeated(ctx, stop, st, res, w)
+}
+
+// confirmSeated confirms the slot of res, which has come or moved, with
+// the store, holding the seat st, and returns it when the store says go.
+func (b *Budget) confirmSeated(ctx context.Context, stop <-chan struct{}, st seat, res store.Reservation, w waitLimits) (seat, error) {
+	res.Wait = 0
+	if err := b.sleep(ctx, stop, res, w); err != nil {
+		st.free(outcomeUnsent)
+		return seat{}, err
+	}
+	st.send()
+	return st, nil
+}
+
+// await waits for d, until ctx is done, stop is closed or the Engine is
+// closed.
+func (b *Budget) await(ctx context.Context, stop <-chan struct{}, d time.Duration) error {
+	l := b.l
+	if !l.addWaiter() {
+		return errClosed
+	}
+	defer l.waiters.Done()
+	timer := l.clock.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C():
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-stop:
+		return errStopped
+	case <-l.done:
+		return errClosed
+	}
+}
+
+// isClosed reports whether c is closed.
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
