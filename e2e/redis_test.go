@@ -33,7 +33,7 @@ const (
 	childCA       = "K8SRATELIMIT_E2E_CA" // base64
 	childRequests = "K8SRATELIMIT_E2E_REQUESTS"
 	childWorkers  = "K8SRATELIMIT_E2E_WORKERS"
-	childFor      = "K8SRATELIMIT_E2E_FOR" // set: list namespaces for this long instead
+	childFor      = "K8SRATELIMIT_E2E_FOR"  // set: list namespaces for this long instead
 	childBare     = "K8SRATELIMIT_E2E_BARE" // set: with childFor, send through no limiter (a baseline)
 )
 

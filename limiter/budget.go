@@ -216,11 +216,16 @@ func (b *Budget) sleep(ctx context.Context, stop <-chan struct{}, res store.Rese
 // slot, and returns why it gave up instead: ctx done, stop closed or the
 // Engine closed. A slot that has come (d <= 0) needs no timer.
 func (b *Budget) pause(ctx context.Context, stop <-chan struct{}, d time.Duration) error {
-	l := b.l
 	if d <= 0 {
 		return nil
 	}
-	moved := b.movedSignal()
+	return b.waitFor(ctx, stop, d, b.movedSignal())
+}
+
+// waitFor waits for d or until moved is closed (nil: never), and returns
+// why it gave up instead: ctx done, stop closed or the Engine closed.
+func (b *Budget) waitFor(ctx context.Context, stop <-chan struct{}, d time.Duration, moved <-chan struct{}) error {
+	l := b.l
 	timer := l.clock.NewTimer(d)
 	defer timer.Stop()
 	select {

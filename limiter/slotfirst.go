@@ -118,25 +118,14 @@ func (b *Budget) confirmSeated(ctx context.Context, stop <-chan struct{}, st sea
 }
 
 // await waits for d, until ctx is done, stop is closed or the Engine is
-// closed.
+// closed, counted among the Engine's waiters.
 func (b *Budget) await(ctx context.Context, stop <-chan struct{}, d time.Duration) error {
 	l := b.l
 	if !l.addWaiter() {
 		return errClosed
 	}
 	defer l.waiters.Done()
-	timer := l.clock.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-timer.C():
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-stop:
-		return errStopped
-	case <-l.done:
-		return errClosed
-	}
+	return b.waitFor(ctx, stop, d, nil)
 }
 
 // isClosed reports whether c is closed.
