@@ -124,7 +124,7 @@ func (s *Store) recordSent(ctx context.Context, x sentSend) {
 // request left, or, with ago 0, by its waiter asking whether it may leave.
 // done reports that the send is recorded, at the instant it left; else
 // the entry is a waiting reservation again, for confirm.lua.
-func (s *Store) confirmAtOnce(ctx context.Context, b *redisBudget, id uint64, rec record, p store.Policy, ago int64) (left time.Duration, done bool, err error) {
+func (s *Store) confirmAtOnce(ctx context.Context, b *redisBudget, id uint64, rec record, p store.Policy, ago int64) (done bool, err error) {
 	args := s.argsHere(b, p, "0", 2)
 	args[0] = args[0].(int64) - ago
 	asks := "0"
@@ -133,25 +133,25 @@ func (s *Store) confirmAtOnce(ctx context.Context, b *redisBudget, id uint64, re
 	}
 	v, err := s.call(ctx, scriptSent, b, append(args, rec.member, asks))
 	if err != nil {
-		return 0, false, err
+		return false, err
 	}
 	a, _ := v.([]any)
 	if len(a) == 0 {
-		return 0, false, fmt.Errorf("store: unexpected reply %v", v)
+		return false, fmt.Errorf("store: unexpected reply %v", v)
 	}
 	code, _ := a[0].(int64)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	cur, mine := b.outstanding[id]
 	if !mine {
-		return 0, true, store.ErrUnknownReservation // released meanwhile
+		return true, store.ErrUnknownReservation // released meanwhile
 	}
 	if code == 0 {
 		delete(b.outstanding, id)
 		s.sent(b, p)
-		return 0, true, nil
+		return true, nil
 	}
 	cur.member = rec.member[1:]
 	b.outstanding[id] = cur
-	return 0, false, nil
+	return false, nil
 }

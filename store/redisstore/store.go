@@ -558,12 +558,12 @@ func (s *Store) confirm(ctx context.Context, b *redisBudget, id uint64, ago int6
 	}
 	b.mu.Unlock()
 	if strings.HasPrefix(rec.member, "=") {
-		left, done, err := s.confirmAtOnce(ctx, b, id, rec, p, ago)
+		done, err := s.confirmAtOnce(ctx, b, id, rec, p, ago)
 		if errors.Is(err, store.ErrUnknownReservation) {
 			return 0, err
 		}
 		if done || err != nil {
-			return s.failedConfirm(ctx, b, id, left, err)
+			return s.failedConfirm(ctx, b, id, 0, err)
 		}
 		rec.member = rec.member[1:] // a waiting reservation again, for the script below
 	}

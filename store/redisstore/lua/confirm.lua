@@ -9,6 +9,18 @@
 local limit = tonumber(ARGV[8])
 here(true)
 local member, s = current(ARGV[7])
+
+-- A cooldown set since its slot came (its waiter late, or waiting for a
+-- seat) holds it back too: nothing is sent while one lasts. heldBack
+-- moves a linear reservation to the cooldown's end, and returns its wait
+-- then (nil: no cooldown lasts).
+local function heldBack()
+  local cd = hnum('cd')
+  if cd <= now then return nil end
+  redis.call('ZADD', W, cd, member)
+  return {cd - now}
+end
+
 if not s then
   -- A linear reservation a timespan past its slot may have been dropped
   -- by renew; the theoretical arrival time counts it still, so it is sent
@@ -22,26 +34,15 @@ if not s then
     local st = redis.call('HMGET', M, 'e:' .. proc, 'tat')
     local since = tonumber(st[1])
     if since and since <= at and (tonumber(st[2]) or 0) >= tonumber(ARGV[11]) then
-      -- A cooldown set since holds it back (below).
-      local cd = tonumber(redis.call('HGET', M, 'cd')) or 0
-      if cd > now then
-        redis.call('ZADD', W, cd, member)
-        return {cd - now}
-      end
-      return {0}
+      return heldBack() or {0}
     end
   end
   return {-1}
 end
 if s > now then return {s - now} end
--- A cooldown set since its slot came (its waiter late, or waiting for a
--- seat) holds it back too: nothing is sent while one lasts.
-local cd = tonumber(redis.call('HGET', M, 'cd')) or 0
 if not windowed then
-  if cd > now then
-    redis.call('ZADD', W, cd, member)
-    return {cd - now}
-  end
+  local held = heldBack()
+  if held then return held end
   redis.call('ZREM', W, member)
   forget(member)
   return {0}
@@ -70,7 +71,7 @@ for i = 1, #after, 2 do
   local at = tonumber(after[i + 1])
   if sent(after[i]) and (at > s or after[i] > member) then leaving[#leaving + 1] = at end
 end
-local t = math.max(now, cd)
+local t = math.max(now, hnum('cd'))
 if #leaving >= limit then
   table.sort(leaving)
   t = math.max(t, leaving[#leaving - limit + 1] + span)

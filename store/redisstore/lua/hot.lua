@@ -23,6 +23,11 @@ local renewEvery = math.max(span, 60000000)
 
 local function num(n) return string.format('%.0f', n) end
 
+-- hnum returns the number in M's field, 0 when there is none.
+local function hnum(field)
+  return tonumber(redis.call('HGET', M, field) or '0') or 0
+end
+
 -- rank is this process's place among the live processes sharing the
 -- budget, in the order of their names, when counted (-1: not counted): it
 -- decides which of them take the seats of a concurrency limit that does

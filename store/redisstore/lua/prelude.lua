@@ -63,7 +63,3 @@ local function presence()
   end
   return count()
 end
-
-local function hnum(field)
-  return tonumber(redis.call('HGET', M, field) or '0') or 0
-end

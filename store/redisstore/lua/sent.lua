@@ -13,9 +13,8 @@ local s = redis.call('ZSCORE', W, name)
 if not s then return {-1} end
 s = tonumber(s)
 if s >= now then return {0} end
-local cd = tonumber(redis.call('HGET', M, 'cd')) or 0
 local crowds = #redis.call('ZRANGEBYSCORE', W, num(s + span), '+inf', 'LIMIT', 0, 1) > 0
-if crowds or (ARGV[8] == '1' and cd > now) then
+if crowds or (ARGV[8] == '1' and hnum('cd') > now) then
   redis.call('ZREM', W, name)
   redis.call('ZADD', W, s, string.sub(name, 2))
   return {-2}
