@@ -65,8 +65,7 @@ type SeatStatus struct {
 type seats struct {
 	mu       sync.Mutex
 	inUse    int       // seats held
-	inFlight int       // of which by requests sent
-	sentSeqs []uint64  // the sequence numbers of those, in the order sent
+	sentSeqs []uint64  // the sequence numbers of those held by requests sent, in the order sent
 	waiting  list.List // *seatWaiter, in arrival order
 	ctl      control
 	hold     time.Duration // moving average of how long a seat is held
@@ -164,19 +163,11 @@ func (st *seat) send() {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.inFlight++
 	s.sentSeqs = append(s.sentSeqs, st.seq)
-	st.peers = s.inFlight + s.othersLocked(s.inFlight)
-}
-
-// othersLocked estimates the requests in flight of the other processes
-// sharing the limit, when this one has mine in flight: the larger of their
-// shares and as many as this process has each, since before the processes
-// share one limit each may hold as many as it believes the limit to be.
-// s.mu must be held.
-func (s *seats) othersLocked(mine int) int {
+	inFlight := len(s.sentSeqs)
 	share, n := s.shareLocked()
-	return max(s.ctl.seats()-share, mine*(n-1), 0)
+	others := max(s.ctl.seats()-share, inFlight*(n-1), 0)
+	st.peers = inFlight + others
 }
 
 // unsendLocked forgets the send of the request with sequence number seq,
@@ -271,7 +262,6 @@ func (s *seats) freeSeat(st seat, o outcome, now time.Time) (cut store.SeatCut, 
 	s.inUse--
 	var older int
 	if st.peers != 0 {
-		s.inFlight--
 		older = s.unsendLocked(st.seq)
 	}
 	if o != outcomeUnsent {
