@@ -182,15 +182,17 @@ func (s *Store) confirmDuringOutage(b *redisBudget, id uint64) (time.Duration, e
 		return 0, s.storeError()
 	}
 	if s.opts.Failure != store.FailureLocal {
-		s.sent(b, p)
+		s.sentLate(b, p, rec, 0)
 		return 0, nil
 	}
-	// Sent now: the local budget counts it.
+	// Sent now: the local budget counts it (one admitted at once may be
+	// counted at its slot as well, when the local budget was seeded since
+	// it was logged there).
 	local := s.decideLocally(func() {
 		share := s.share(b.key, p)
 		s.seedFallback(b.key, b, share)
 		seedSends(s.fallback, b.key, share, s.localMicros(), []int64{s.localMicros()})
-		s.sent(b, p)
+		s.sentLate(b, p, rec, 0)
 	})
 	if !local {
 		// Redis answers again: it decides. The reservation left

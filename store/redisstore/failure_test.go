@@ -347,3 +347,29 @@ func TestRedisOutageKeepsOneProcessExact(t *testing.T) {
 	assert.False(t, res.OK, "back on Redis, the shared budget counts the 50 sent in the outage")
 	assert.Positive(t, res.Wait)
 }
+
+// TestRedisOutageCountsARequestKeptToBeConfirmed: a request admitted at
+// once and kept to be confirmed (it waits for a seat before it leaves)
+// counts in the local budget of an outage that starts before it leaves,
+// from its slot, as it counts in Redis.
+func TestRedisOutageCountsARequestKeptToBeConfirmed(t *testing.T) {
+	srv := redistest.Start(t)
+	var ev events
+	s := newURLStore(t, srv, store.FailureLocal, &ev)
+	const key = "k8s:kept:api.example.com"
+	p := store.Policy{Strategy: store.StrategyWindow, Limit: 2, Timespan: time.Minute}
+	kept, err := s.Reserve(context.Background(), key, p, store.Request{MaxWait: store.NoMaxWait, Deferred: true})
+	require.NoError(t, err)
+	require.True(t, kept.OK)
+	require.NotZero(t, kept.ID)
+	sent, err := s.Reserve(context.Background(), key, p, store.Request{MaxWait: 0})
+	require.NoError(t, err)
+	require.True(t, sent.OK)
+
+	srv.Kill()
+	res, err := timedReserve(t, s, key, p, store.Request{MaxWait: 0})
+	require.NoError(t, err)
+	assert.False(t, res.OK, "the local budget counts both: the one kept to be confirmed too")
+	require.Equal(t, 1, ev.count(store.EventDown))
+	s.Sent(key, kept.ID) // it leaves in the outage, counted locally
+}

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -34,6 +35,19 @@ func (l *sendLog) add(now, span int64, limit int) {
 	l.at = append(l.at, now)
 }
 
+// move moves the send logged at µs from to µs to, later: a request
+// admitted at once, logged at its slot, that left when it had a seat. A
+// send no longer logged is logged at to.
+func (l *sendLog) move(from, to int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if i := slices.Index(l.at, from); i >= 0 {
+		l.at = slices.Delete(l.at, i, i+1)
+	}
+	j, _ := slices.BinarySearch(l.at, to)
+	l.at = slices.Insert(l.at, j, to)
+}
+
 // since returns the sends at or after µs from.
 func (l *sendLog) since(from int64) []int64 {
 	l.mu.Lock()
@@ -58,9 +72,22 @@ func seedSends(m *memorystore.Store, key string, p store.Policy, now int64, send
 	m.Seed(key, p, ago)
 }
 
-// sent records that a request of this process left on budget b now.
-func (s *Store) sent(b *redisBudget, p store.Policy) {
-	b.sends.add(s.localMicros(), micros(p.Timespan), p.Limit)
+// sent records that a request of this process left on budget b now, and
+// returns when, µs of the local clock.
+func (s *Store) sent(b *redisBudget, p store.Policy) int64 {
+	now := s.localMicros()
+	b.sends.add(now, micros(p.Timespan), p.Limit)
+	return now
+}
+
+// sentLate records that the request of rec left ago µs before now: its
+// logged send moves there, or it is logged now when it was not.
+func (s *Store) sentLate(b *redisBudget, p store.Policy, rec record, ago int64) {
+	if rec.logged == 0 {
+		s.sent(b, p)
+		return
+	}
+	b.sends.move(rec.logged, s.localMicros()-ago)
 }
 
 // seedFallback starts the local budget that decides during an outage from

@@ -148,7 +148,7 @@ func (s *Store) confirmAtOnce(ctx context.Context, b *redisBudget, id uint64, re
 	}
 	if code == 0 {
 		delete(b.outstanding, id)
-		s.sent(b, p)
+		s.sentLate(b, p, rec, ago)
 		return true, nil
 	}
 	cur.member = rec.member[1:]

@@ -336,6 +336,7 @@ type record struct {
 	member string // its name there
 	at     int64  // when it was recorded, µs of the server's clock
 	mark   int64  // as reply.mark
+	logged int64  // admitted at once: when its send was logged at its slot, µs of the local clock; 0: not logged
 }
 
 // record returns what a reply that recorded a reservation says of it.
@@ -469,11 +470,14 @@ func (s *Store) answerLocked(b *redisBudget, id uint64, r store.Request, rep rep
 		// Recorded as a send, at its slot, which no other request's
 		// Confirm moves; its own moves it to where it really leaves (see
 		// lua/sent.lua).
+		// It is in this process's send log from its slot, as in Redis, so
+		// that an outage starting before it leaves counts it locally.
 		res.ID = id
 		rec := rep.record()
 		if !strings.HasPrefix(rec.member, "=") {
 			rec.member = "=" + rec.member
 		}
+		rec.logged = s.sent(b, b.policy)
 		b.outstanding[id] = rec
 	case rep.wait == 0:
 		s.sent(b, b.policy)
@@ -619,7 +623,7 @@ func (s *Store) confirm(ctx context.Context, b *redisBudget, id uint64, ago int6
 		return rep.wait, nil
 	case left == 0:
 		delete(b.outstanding, id)
-		s.sent(b, p)
+		s.sentLate(b, p, rec, ago)
 	}
 	return time.Duration(left) * time.Microsecond, nil
 }
