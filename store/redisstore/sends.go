@@ -80,14 +80,18 @@ func (s *Store) sent(b *redisBudget, p store.Policy) int64 {
 	return now
 }
 
-// sentLate records that the request of rec left ago µs before now: its
-// logged send moves there, or it is logged now when it was not.
-func (s *Store) sentLate(b *redisBudget, p store.Policy, rec record, ago int64) {
+// sentLate records that the request of rec left at µs leftAt of the local
+// clock (0: now): its logged send moves there, or it is logged now when it
+// was not.
+func (s *Store) sentLate(b *redisBudget, p store.Policy, rec record, leftAt int64) {
 	if rec.logged == 0 {
 		s.sent(b, p)
 		return
 	}
-	b.sends.move(rec.logged, s.localMicros()-ago)
+	if leftAt == 0 {
+		leftAt = s.localMicros()
+	}
+	b.sends.move(rec.logged, leftAt)
 }
 
 // seedFallback starts the local budget that decides during an outage from

@@ -12,8 +12,8 @@ import (
 // A request that reserved its slot before waiting for a seat
 // (store.Request.Deferred) tells the store when it leaves (Sent), and the
 // store records the send at that instant in the background: its Confirm
-// runs as if made when the request left (the script's clock set back by
-// the time since). The window stays exact meanwhile: until the record
+// runs as if made when the request left (the script's clock set to then,
+// see offsetAt). The window stays exact meanwhile: until the record
 // lands, the send counts at its reserved instant, earlier than it left,
 // which only ever delays others; and it lands long before that instant is
 // a timespan old.
@@ -106,7 +106,7 @@ const sentConcurrency = 16
 // the earliest instant it fits, and is confirmed again then: it is
 // counted there.
 func (s *Store) recordSent(ctx context.Context, x sentSend) {
-	left, err := s.confirm(ctx, x.b, x.id, max(s.localMicros()-x.at, 1))
+	left, err := s.confirm(ctx, x.b, x.id, x.at)
 	if err != nil || left <= 0 {
 		return
 	}
@@ -120,16 +120,16 @@ func (s *Store) recordSent(ctx context.Context, x sentSend) {
 }
 
 // confirmAtOnce is confirm of a reservation admitted at once and recorded
-// as a send at its slot (store.Request.Deferred): made ago µs after its
-// request left, or, with ago 0, by its waiter asking whether it may leave.
+// as a send at its slot (store.Request.Deferred), for a request that left
+// at µs leftAt of the local clock, or, with leftAt 0, by its waiter asking
+// whether it may leave.
 // done reports that the send is recorded, at the instant it left; else
 // the entry is a waiting reservation again, for confirm.lua.
-func (s *Store) confirmAtOnce(ctx context.Context, b *redisBudget, id uint64, rec record, p store.Policy, ago int64) (done bool, err error) {
+func (s *Store) confirmAtOnce(ctx context.Context, b *redisBudget, id uint64, rec record, p store.Policy, leftAt int64) (done bool, err error) {
 	args := s.argsHere(b, p, "0", 2)
-	args[0] = args[0].(int64) - ago
-	asks := "0"
-	if ago == 0 {
-		asks = "1"
+	asks := "1"
+	if leftAt != 0 {
+		args[0], asks = s.offsetAt(leftAt), "0"
 	}
 	v, err := s.call(ctx, scriptSent, b, append(args, rec.member, asks))
 	if err != nil {
@@ -148,7 +148,7 @@ func (s *Store) confirmAtOnce(ctx context.Context, b *redisBudget, id uint64, re
 	}
 	if code == 0 {
 		delete(b.outstanding, id)
-		s.sentLate(b, p, rec, ago)
+		s.sentLate(b, p, rec, leftAt)
 		return true, nil
 	}
 	cur.member = rec.member[1:]

@@ -174,6 +174,13 @@ func (s *Store) localMicros() int64 {
 	return int64(time.Since(s.epoch)/time.Microsecond) + s.offset.Load()
 }
 
+// offsetAt returns the time offset of the scripts (ARGV[1], see
+// lua/hot.lua) that makes a script decide at µs at of the local clock, as
+// if it ran then.
+func (s *Store) offsetAt(at int64) int64 {
+	return at - int64(time.Since(s.epoch)/time.Microsecond)
+}
+
 // serverMicros estimates the Redis server's time now, from the last decision
 // it made. It serves in-process waiting only, never admission decisions.
 func (s *Store) serverMicros() int64 { return s.localMicros() + s.skew.Load() }
@@ -524,8 +531,9 @@ func (b *redisBudget) currentPolicy() store.Policy {
 }
 
 // confirm is Confirm of a reservation recorded in Redis or held here,
-// made ago µs after its request left (0: now, from its waiter).
-func (s *Store) confirm(ctx context.Context, b *redisBudget, id uint64, ago int64) (time.Duration, error) {
+// for a request that left at µs leftAt of the local clock (0: by its
+// waiter, now).
+func (s *Store) confirm(ctx context.Context, b *redisBudget, id uint64, leftAt int64) (time.Duration, error) {
 	if s.down.Load() {
 		return s.confirmDuringOutage(b, id)
 	}
@@ -562,7 +570,7 @@ func (s *Store) confirm(ctx context.Context, b *redisBudget, id uint64, ago int6
 	}
 	b.mu.Unlock()
 	if strings.HasPrefix(rec.member, "=") {
-		done, err := s.confirmAtOnce(ctx, b, id, rec, p, ago)
+		done, err := s.confirmAtOnce(ctx, b, id, rec, p, leftAt)
 		if errors.Is(err, store.ErrUnknownReservation) {
 			return 0, err
 		}
@@ -572,7 +580,7 @@ func (s *Store) confirm(ctx context.Context, b *redisBudget, id uint64, ago int6
 		rec.member = rec.member[1:] // a waiting reservation again, for the script below
 	}
 	var args []any
-	if ago == 0 {
+	if leftAt == 0 {
 		args = s.args(b, p, false, 5)
 	} else {
 		// Recording a send in the background (see Sent): the script
@@ -580,7 +588,7 @@ func (s *Store) confirm(ctx context.Context, b *redisBudget, id uint64, ago int6
 		// and the count of processes to the requests, whose replies carry
 		// the count.
 		args = s.argsHere(b, p, "0", 5)
-		args[0] = args[0].(int64) - ago
+		args[0] = s.offsetAt(leftAt)
 	}
 	args = append(args, rec.member, max(p.Limit, 1), holding, rec.at, rec.mark)
 	v, err := s.call(ctx, scriptConfirm, b, args)
@@ -623,7 +631,7 @@ func (s *Store) confirm(ctx context.Context, b *redisBudget, id uint64, ago int6
 		return rep.wait, nil
 	case left == 0:
 		delete(b.outstanding, id)
-		s.sentLate(b, p, rec, ago)
+		s.sentLate(b, p, rec, leftAt)
 	}
 	return time.Duration(left) * time.Microsecond, nil
 }
