@@ -373,3 +373,37 @@ func TestRedisOutageCountsARequestKeptToBeConfirmed(t *testing.T) {
 	require.Equal(t, 1, ev.count(store.EventDown))
 	s.Sent(key, kept.ID) // it leaves in the outage, counted locally
 }
+
+// A cooldown another process sets wakes this one's waiters even when no
+// reservation is ahead to move: requests admitted already and waiting for
+// a seat are held back by it too.
+func TestRedisCooldownElsewhereWakesWaitersWithNothingAhead(t *testing.T) {
+	srv := redistest.Start(t)
+	const key = "k8s:cooldown:api.example.com"
+	p := store.Policy{Strategy: store.StrategyWindow, Limit: 100, Timespan: time.Second}
+	a := newURLStore(t, srv, store.FailureLocal, nil)
+	b := newURLStore(t, srv, store.FailureLocal, nil)
+	moved := make(chan struct{}, 1)
+	a.Notify(key, func() {
+		select {
+		case moved <- struct{}{}:
+		default:
+		}
+	})
+	res, err := a.Reserve(context.Background(), key, p, store.Request{MaxWait: store.NoMaxWait, Deferred: true})
+	require.NoError(t, err)
+	require.Zero(t, res.Wait, "admitted at once: nothing ahead")
+
+	require.Eventually(t, func() bool {
+		// Until a's subscription is in place; the cooldown only ever
+		// extends, and each call extends it.
+		_, err := b.SetCooldown(context.Background(), key, p, time.Minute+time.Duration(time.Now().UnixNano()%int64(time.Second)))
+		require.NoError(t, err)
+		select {
+		case <-moved:
+			return true
+		case <-time.After(50 * time.Millisecond):
+			return false
+		}
+	}, 5*time.Second, time.Millisecond, "a's waiters are woken by b's cooldown")
+}

@@ -7,13 +7,16 @@ presence()
 local cd = hnum('cd')
 if until_ <= cd then return {cd - now, 0, now} end
 redis.call('HSET', M, 'cd', until_)
+-- Every process's waiters look again: those whose slots are moved, and
+-- those admitted already that wait for a seat, which the cooldown holds
+-- back too.
+redis.call('PUBLISH', W, 'moved')
 local ahead = redis.call('ZRANGEBYSCORE', W, '(' .. num(now), '+inf', 'WITHSCORES')
 local freed = redis.call('ZRANGEBYSCORE', F, '(' .. num(now), '+inf', 'WITHSCORES')
 local earliest, delta = nil, 0
 if #ahead > 0 then earliest = tonumber(ahead[2]) end
 if #freed > 0 and (not earliest or tonumber(freed[2]) < earliest) then earliest = tonumber(freed[2]) end
 if earliest and earliest < until_ then
-  redis.call('PUBLISH', W, 'moved')
   delta = until_ - earliest
   for i = 1, #ahead, 2 do redis.call('ZADD', W, tonumber(ahead[i + 1]) + delta, ahead[i]) end
   for i = 1, #freed, 2 do redis.call('ZADD', F, tonumber(freed[i + 1]) + delta, freed[i]) end
