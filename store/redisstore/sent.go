@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,6 +24,9 @@ type sentSend struct {
 	b  *redisBudget
 	id uint64
 	at int64 // localMicros
+
+	rec   record // its record, when batch
+	batch bool   // kept as a send at its slot: recorded in a batch
 }
 
 // sentQueue holds the sends to record, for one goroutine to run.
@@ -73,7 +77,9 @@ func (s *Store) recordSends() {
 	}
 }
 
-// flushSent records every queued send, in the order they left.
+// flushSent records every queued send: those admitted at once and kept
+// as sends at their slots in one script per budget and batch, the others
+// (held back since, or decided in-process) one by one.
 func (s *Store) flushSent() {
 	q := &s.sentQ
 	q.flushing.Lock()
@@ -83,22 +89,87 @@ func (s *Store) flushSent() {
 	q.sends = nil
 	q.mu.Unlock()
 	ctx := s.background()
+	batches := map[*redisBudget][]sentSend{}
+	var single []sentSend
+	for _, x := range sends {
+		if x.rec, x.batch = x.b.atOnce(x.id); x.batch {
+			batches[x.b] = append(batches[x.b], x)
+		} else {
+			single = append(single, x)
+		}
+	}
 	// Concurrently, so that recording keeps up with the requests however
-	// long a round trip takes: each request made one to reserve.
+	// long a round trip takes.
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, sentConcurrency)
-	for _, x := range sends {
+	run := func(f func()) {
 		sem <- struct{}{}
 		wg.Go(func() {
-			s.recordSent(ctx, x)
+			f()
 			<-sem
 		})
+	}
+	for _, xs := range batches {
+		for len(xs) > 0 {
+			n := min(len(xs), sentBatch)
+			batch := xs[:n]
+			xs = xs[n:]
+			run(func() { s.recordBatch(ctx, batch) })
+		}
+	}
+	for _, x := range single {
+		run(func() { s.recordSent(ctx, x) })
 	}
 	wg.Wait()
 }
 
-// sentConcurrency bounds the sends recorded at once.
-const sentConcurrency = 16
+const (
+	// sentConcurrency bounds the scripts recording sends at once.
+	sentConcurrency = 16
+	// sentBatch bounds the sends one script records, and so its time.
+	sentBatch = 64
+)
+
+// atOnce returns the record of reservation id when it is kept as a send
+// at its slot (see confirmAtOnce).
+func (b *redisBudget) atOnce(id uint64) (record, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	rec, ok := b.outstanding[id]
+	return rec, ok && strings.HasPrefix(rec.member, "=")
+}
+
+// recordBatch records sends of one budget kept as sends at their slots,
+// each at the instant its request left, in one script. Those it cannot
+// move there are recorded one by one.
+func (s *Store) recordBatch(ctx context.Context, xs []sentSend) {
+	b := xs[0].b
+	b.mu.Lock()
+	p := b.policy
+	b.mu.Unlock()
+	args := s.argsHere(b, p, "0", 1+2*len(xs))
+	args = append(args, "0")
+	for _, x := range xs {
+		args = append(args, x.rec.member, s.offsetAt(x.at)-args[0].(int64))
+	}
+	v, err := s.call(ctx, scriptSent, b, args)
+	codes, _ := v.([]any)
+	if err != nil || len(codes) != len(xs) {
+		if err == nil {
+			err = fmt.Errorf("store: unexpected reply %v", v)
+		}
+		for _, x := range xs {
+			_, _ = s.failedConfirm(ctx, b, x.id, 0, err)
+		}
+		return
+	}
+	for i, x := range xs {
+		code, _ := codes[i].(int64)
+		if done, _ := s.sentAtOnce(b, x.id, x.rec, p, x.at, code); !done {
+			s.recordSent(ctx, x)
+		}
+	}
+}
 
 // recordSent confirms the reservation of x at the instant its request
 // left. Should the send not fit there after all (a cooldown, or sends out
@@ -126,20 +197,29 @@ func (s *Store) recordSent(ctx context.Context, x sentSend) {
 // done reports that the send is recorded, at the instant it left; else
 // the entry is a waiting reservation again, for confirm.lua.
 func (s *Store) confirmAtOnce(ctx context.Context, b *redisBudget, id uint64, rec record, p store.Policy, leftAt int64) (done bool, err error) {
-	args := s.argsHere(b, p, "0", 2)
-	asks := "1"
+	args := s.argsHere(b, p, "0", 3)
+	var asks string
+	var at int64
 	if leftAt != 0 {
-		args[0], asks = s.offsetAt(leftAt), "0"
+		asks, at = "0", s.offsetAt(leftAt)-args[0].(int64)
+	} else {
+		asks = "1"
 	}
-	v, err := s.call(ctx, scriptSent, b, append(args, rec.member, asks))
+	v, err := s.call(ctx, scriptSent, b, append(args, asks, rec.member, at))
 	if err != nil {
 		return false, err
 	}
 	a, _ := v.([]any)
-	if len(a) == 0 {
+	if len(a) != 1 {
 		return false, fmt.Errorf("store: unexpected reply %v", v)
 	}
 	code, _ := a[0].(int64)
+	return s.sentAtOnce(b, id, rec, p, leftAt, code)
+}
+
+// sentAtOnce applies the code sent.lua answered for reservation id,
+// recorded as rec; see confirmAtOnce.
+func (s *Store) sentAtOnce(b *redisBudget, id uint64, rec record, p store.Policy, leftAt, code int64) (done bool, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	cur, mine := b.outstanding[id]

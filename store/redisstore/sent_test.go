@@ -49,3 +49,37 @@ func TestRedisSentOfAnUnknownReservationDoesNothing(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, res.Wait)
 }
+
+// Sends recorded together are each recorded where its own request left.
+func TestRedisSendsRecordedTogetherCountFromWhereEachLeft(t *testing.T) {
+	_, s := startStore(t, redisstore.Options{Presence: time.Hour})
+	ctx := context.Background()
+	p := store.Policy{Strategy: store.StrategyWindow, Limit: 3, Timespan: 10 * time.Second}
+	var ids []uint64
+	for range 3 {
+		r, err := s.Reserve(ctx, "k", p, deferredAtOnce)
+		require.NoError(t, err)
+		require.Zero(t, r.Wait)
+		ids = append(ids, r.ID)
+	}
+	for _, id := range ids {
+		redisstore.Advance(s, time.Second)
+		s.Sent("k", id) // they leave at 1s, 2s and 3s
+	}
+	redisstore.Advance(s, 2*time.Second)
+	redisstore.FlushSent(s) // recorded at 5s
+
+	var waits []time.Duration
+	for range 3 {
+		r, err := s.Reserve(ctx, "k", p, anyWait)
+		require.NoError(t, err)
+		waits = append(waits, r.Wait)
+	}
+	for i, want := range []time.Duration{6 * time.Second, 7 * time.Second, 8 * time.Second} {
+		assert.InDelta(t, float64(want), float64(waits[i]), float64(redisTolerance), "request %d waits a timespan after the send it follows", i)
+	}
+	for _, id := range ids {
+		_, err := s.Confirm(ctx, "k", id)
+		assert.ErrorIs(t, err, store.ErrUnknownReservation, "spent")
+	}
+}
