@@ -34,6 +34,13 @@ import (
 //     doubles with every rise that held. A throttle within probeEvery of a
 //     rise doubles probeEvery (up to maxProbeEvery) and resets the step; a
 //     rise that held halves it (down to minProbeEvery).
+//   - Processes sharing the limit through a store share every cut and
+//     every rise of the ceiling, so that they grow together and their
+//     shares add up to the limit probed. Their first cut comes before they
+//     agree on one limit, from a process that knows only its own requests
+//     in flight, and the later cuts on estimates of the others': the
+//     ceiling may lie below the server's seats, and it rises after
+//     sharedProbe rather than probeEvery until a rise draws a throttle.
 //
 // With a priority level of three seats that rejects, the limit settles on
 // three after one throttle in slow start, and costs at most one more
@@ -42,6 +49,7 @@ const (
 	cutFactor     = 0.75
 	slowStartGain = 0.5
 	minProbeEvery = 30 * time.Second
+	sharedProbe   = 3 * time.Second
 	maxProbeEvery = 10 * time.Minute
 )
 
@@ -63,6 +71,12 @@ type control struct {
 	cutSeq uint64 // seq at the last cut
 
 	servedPeak int // most seats in use of a request served since the last cut
+
+	// agreed is set once a cut was made or adopted: the processes sharing
+	// the limit then hold one limit, each its share of it.
+	agreed bool
+	// probeFailed is set once a rise drew a throttle (see probeAfter).
+	probeFailed bool
 }
 
 func newControl(c Concurrency, now time.Time) control {
@@ -96,15 +110,16 @@ func (c *control) seated() uint64 {
 }
 
 // good grows the limit after a good answer to request seq, sent with
-// peers seats in use. A limit that is not used more than half does not
-// grow: it would only let a later burst overshoot.
-func (c *control) good(seq uint64, peers int, now time.Time) {
+// peers seats in use, and reports the rise of the ceiling it made, if
+// any. A limit that is not used more than half does not grow: it would
+// only let a later burst overshoot.
+func (c *control) good(seq uint64, peers int, now time.Time) (rise store.SeatCut, raised bool) {
 	if !c.adaptive || seq <= c.cutSeq {
-		return
+		return store.SeatCut{}, false
 	}
 	c.servedPeak = max(c.servedPeak, peers)
 	if 2*peers <= c.seats() {
-		return
+		return store.SeatCut{}, false
 	}
 	if c.limit < c.ssthresh {
 		c.limit += slowStartGain
@@ -112,12 +127,17 @@ func (c *control) good(seq uint64, peers int, now time.Time) {
 		c.limit += 1 / math.Floor(c.limit)
 	}
 	if c.limit <= c.ceiling {
-		return
+		return store.SeatCut{}, false
 	}
 	if c.ceiling < c.max && !now.Before(c.raiseAt) {
 		c.raise(now)
+		raised = true
 	}
 	c.limit = min(c.limit, c.ceiling)
+	if !raised {
+		return store.SeatCut{}, false
+	}
+	return store.SeatCut{Limit: c.seats(), Ceiling: int(c.ceiling), ProbeAfter: c.raiseAt.Sub(now), Rise: true}, true
 }
 
 // raise lifts the ceiling by the step: a probe above the seats that last
@@ -146,9 +166,11 @@ func (c *control) throttled(seq uint64, peers, running, processes int, now time.
 		return store.SeatCut{}, false
 	}
 	c.cutSeq = c.seq
+	c.agreed = true
 	if !c.raised.IsZero() && now.Sub(c.raised) < c.probeEvery {
 		// The last rise drew it: probe less often.
 		c.probeEvery = min(2*c.probeEvery, maxProbeEvery)
+		c.probeFailed = true
 	}
 	c.limit = math.Floor(min(c.limit, float64(peers)) * cutFactor)
 	ceiling := peers - 1
@@ -165,8 +187,23 @@ func (c *control) throttled(seq uint64, peers, running, processes int, now time.
 	c.ceiling = max(float64(ceiling), c.limit)
 	c.step = 1
 	c.raised = time.Time{}
-	c.raiseAt = now.Add(c.probeEvery)
-	return store.SeatCut{Limit: int(c.limit), Ceiling: int(c.ceiling), ProbeAfter: c.probeEvery}, true
+	c.raiseAt = now.Add(c.probeAfter(processes))
+	return store.SeatCut{Limit: int(c.limit), Ceiling: int(c.ceiling), ProbeAfter: c.raiseAt.Sub(now)}, true
+}
+
+// probeAfter returns how long after a cut the ceiling may rise: probeEvery,
+// or, for a limit several processes share, sharedProbe until a rise has
+// drawn a throttle. Their cuts are made on estimates of the others'
+// requests in flight (before they agree on one limit, by a process that
+// may not yet know of the others): the ceiling a cut leaves may lie below
+// the server's seats, where it would otherwise hold for probeEvery. A
+// rise that draws a throttle shows the seats from above; from then on
+// the limit probes every probeEvery.
+func (c *control) probeAfter(processes int) time.Duration {
+	if processes > 1 && !c.probeFailed {
+		return min(sharedProbe, c.probeEvery)
+	}
+	return c.probeEvery
 }
 
 // floor is the lowest limit a cut leaves: one seat per process sharing
@@ -183,13 +220,33 @@ func (c *control) adopt(cut store.SeatCut, processes int, now time.Time) {
 	if !c.adaptive {
 		return
 	}
+	if cut.Rise {
+		c.adoptRise(cut, now)
+		return
+	}
 	c.cutSeq = c.seq
 	c.servedPeak = 0
 	c.limit = max(min(c.limit, float64(cut.Limit)), c.floor(processes))
 	c.ssthresh = c.limit
-	c.ceiling = min(max(float64(cut.Ceiling), c.limit), c.max)
+	ceiling := float64(cut.Ceiling)
+	if c.agreed && c.raised.IsZero() {
+		// Every cut since the last rise bounds the seats: two processes
+		// throttled in one burst keep the lower of their ceilings.
+		ceiling = min(ceiling, c.ceiling)
+	}
+	c.agreed = true
+	c.ceiling = min(max(ceiling, c.limit), c.max)
 	c.step = 1
 	c.raised = time.Time{}
 	c.probeEvery = min(max(cut.ProbeAfter, minProbeEvery), maxProbeEvery)
 	c.raiseAt = now.Add(cut.ProbeAfter)
+}
+
+// adoptRise applies a rise of the ceiling another process sharing the
+// budget made: the limit grows to it here too.
+func (c *control) adoptRise(rise store.SeatCut, now time.Time) {
+	c.agreed = true
+	c.ceiling = max(c.ceiling, min(float64(rise.Ceiling), c.max))
+	c.raised = now
+	c.raiseAt = now.Add(rise.ProbeAfter)
 }

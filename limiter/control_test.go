@@ -147,6 +147,64 @@ func TestControlSharedByProcessesCutsNoLowerThanOneSeatEach(t *testing.T) {
 	assert.Equal(t, 2, small.seats(), "never above the ceiling of the limit")
 }
 
+// A limit several processes share rises after sharedProbe until a rise
+// draws a throttle: the ceilings their cuts leave rest on estimates of
+// the others' requests in flight.
+func TestControlSharedProbesSoonUntilARiseDrawsAThrottle(t *testing.T) {
+	c := newControl(Concurrency{Adaptive: true}, t0)
+	c.limit = 4
+	cut, ok := c.throttled(c.seated(), 4, 2, 2, t0)
+	require.True(t, ok)
+	assert.Equal(t, store.SeatCut{Limit: 2, Ceiling: 2, ProbeAfter: sharedProbe}, cut, "the others learn when to probe")
+
+	now := t0.Add(sharedProbe)
+	var rise store.SeatCut
+	for i := 0; i < 10 && !rise.Rise; i++ {
+		rise, _ = c.good(c.seated(), 2, now)
+	}
+	require.True(t, rise.Rise, "the ceiling rises after sharedProbe")
+	assert.Equal(t, 3, rise.Ceiling)
+	assert.Equal(t, minProbeEvery, rise.ProbeAfter)
+
+	cut, _ = c.throttled(c.seated(), 3, 2, 2, now.Add(time.Second))
+	assert.Equal(t, 2*minProbeEvery, cut.ProbeAfter, "a rise that drew a throttle: probeEvery, doubled, from now on")
+
+	alone := newControl(Concurrency{Adaptive: true}, t0)
+	alone.limit = 4
+	cut, _ = alone.throttled(alone.seated(), 4, 2, 1, t0)
+	assert.Equal(t, minProbeEvery, cut.ProbeAfter, "a process alone knows the requests the server ran: probeEvery")
+}
+
+// Processes sharing a limit rise together: one's rise lifts the others'
+// ceilings, never lowers them, and their limits grow to it.
+func TestControlAdoptsAnotherProcesssRise(t *testing.T) {
+	c := newControl(Concurrency{Adaptive: true}, t0)
+	c.adopt(store.SeatCut{Limit: 2, Ceiling: 2, ProbeAfter: sharedProbe}, 2, t0)
+	require.Equal(t, 2, int(c.ceiling))
+
+	c.adopt(store.SeatCut{Limit: 3, Ceiling: 3, ProbeAfter: minProbeEvery, Rise: true}, 2, t0.Add(time.Second))
+	assert.Equal(t, 3, int(c.ceiling))
+	for range 10 {
+		c.good(c.seated(), 2, t0.Add(2*time.Second))
+	}
+	assert.Equal(t, 3, c.seats(), "the limit grows to the ceiling the other raised, and no further before it probes")
+
+	c.adopt(store.SeatCut{Limit: 2, Ceiling: 2, ProbeAfter: minProbeEvery, Rise: true}, 2, t0.Add(3*time.Second))
+	assert.Equal(t, 3, int(c.ceiling), "a rise never lowers the ceiling")
+}
+
+// Two processes throttled in one burst keep the lower of their ceilings.
+func TestControlKeepsTheLowerCeilingOfCutsSinceTheLastRise(t *testing.T) {
+	c := newControl(Concurrency{Adaptive: true}, t0)
+	c.limit = 6
+	c.throttled(c.seated(), 5, 0, 2, t0)
+	require.Equal(t, 4, int(c.ceiling))
+	c.adopt(store.SeatCut{Limit: 3, Ceiling: 6, ProbeAfter: sharedProbe}, 2, t0)
+	assert.Equal(t, 4, int(c.ceiling), "the other's higher ceiling does not lift this one's")
+	c.adopt(store.SeatCut{Limit: 3, Ceiling: 3, ProbeAfter: sharedProbe}, 2, t0)
+	assert.Equal(t, 3, int(c.ceiling), "a lower one holds")
+}
+
 func TestControlFixedNeverMoves(t *testing.T) {
 	c := newControl(Concurrency{Fixed: 3, Adaptive: true}, t0)
 	c.throttled(c.seated(), 3, 0, 1, t0)

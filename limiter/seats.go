@@ -88,10 +88,11 @@ type seatWaiter struct {
 
 // seat is a seat held by one request. The zero seat holds nothing.
 type seat struct {
-	s     *seats
-	seq   uint64    // the order of taking, to cut once per burst of throttles
-	peers int       // requests in flight when it was sent, itself included; 0: not sent
-	since time.Time // when it was taken
+	s      *seats
+	seq    uint64    // the order of taking, to cut once per burst of throttles
+	peers  int       // requests in flight when it was sent, itself included; 0: not sent
+	others int       // of those, other processes' (estimated); -1: not known well enough
+	since  time.Time // when it was taken
 }
 
 func newSeats(c Concurrency, key string, st store.Store, clk clock.PassiveClock) *seats {
@@ -153,9 +154,10 @@ func (s *seats) takeLocked(now time.Time) seat {
 // the requests in flight; requests that hold a seat while they wait for
 // their slot are not seen by the server, and do not count. With other
 // processes sharing the limit, their requests in flight are estimated as
-// the larger of their shares and as many as this process has in flight
-// each: before the processes share one limit, each may hold as many as
-// it believes the limit to be.
+// their shares (the limit less this process's). Until the processes agree
+// on one limit (a cut made or adopted), each may hold as many as it
+// believes the limit to be: they are then estimated as the larger of
+// that and as many as this process has in flight each.
 func (st *seat) send() {
 	s := st.s
 	if s == nil {
@@ -166,7 +168,12 @@ func (st *seat) send() {
 	s.sentSeqs = append(s.sentSeqs, st.seq)
 	inFlight := len(s.sentSeqs)
 	share, n := s.shareLocked()
-	others := max(s.ctl.seats()-share, inFlight*(n-1), 0)
+	others := max(s.ctl.seats()-share, 0)
+	st.others = others
+	if !s.ctl.agreed && n > 1 {
+		others = max(others, inFlight*(n-1))
+		st.others = -1
+	}
 	st.peers = inFlight + others
 }
 
@@ -255,7 +262,8 @@ func (st seat) free(o outcome) {
 	}
 }
 
-// freeSeat is free under the lock; it returns the cut the control made.
+// freeSeat is free under the lock; it returns the cut (or rise of the
+// ceiling) the control made.
 func (s *seats) freeSeat(st seat, o outcome, now time.Time) (cut store.SeatCut, cutOK bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -270,17 +278,17 @@ func (s *seats) freeSeat(st seat, o outcome, now time.Time) (cut store.SeatCut, 
 	}
 	switch o {
 	case outcomeGood:
-		s.ctl.good(st.seq, st.peers, now)
+		cut, cutOK = s.ctl.good(st.seq, st.peers, now)
 	case outcomeThrottled:
 		// The requests sent before it and still unanswered are those the
 		// server was running when it refused it: a refusal comes back at
-		// once, a served request takes its time. What other processes
-		// sharing the limit had running is not known well enough to cut
-		// on: there it is left unknown.
+		// once, a served request takes its time. Other processes sharing
+		// the limit had at most their shares running, once they agree on
+		// it; before, what they had is not known well enough to cut on.
 		_, processes := s.shareLocked()
 		running := 0
-		if processes == 1 {
-			running = older
+		if st.others >= 0 {
+			running = older + st.others
 		}
 		cut, cutOK = s.ctl.throttled(st.seq, st.peers, running, processes, now)
 	}

@@ -1,6 +1,7 @@
 package limiter
 
 import (
+	"github.com/k8sratelimit/k8sratelimit/store"
 	"testing"
 	"time"
 
@@ -50,4 +51,43 @@ func TestThrottleCutsToTheRequestsSentBeforeItStillInFlight(t *testing.T) {
 
 	assert.Equal(t, 2, s.ctl.seats(), "sent before it and unanswered: 2, fewer than 5 seats in use × 3/4")
 	assert.Equal(t, []uint64{sent[2].seq, sent[3].seq, sent[5].seq}, s.sentSeqs, "the finished sends are forgotten")
+}
+
+// halves is a store.SeatSharer of two processes, this one first.
+type halves struct{}
+
+func (halves) SeatShare(_ string, limit int) (int, int)          { return max((limit+1)/2, 1), 2 }
+func (halves) ShareCut(string, store.SeatCut)                    {}
+func (halves) OnCut(string, func(store.SeatCut))                 {}
+func (halves) ReportSeats(string, func() (limit int, inUse int)) {}
+
+// Once the processes sharing a limit agree on it, the others' requests in
+// flight are their shares; a throttle then cuts to the requests the server
+// was running: this process's sent before it and still unanswered, and the
+// others' shares.
+func TestSharedThrottleCutsToTheRequestsRunningOnceTheProcessesAgree(t *testing.T) {
+	now := time.Unix(0, 0)
+	s := &seats{ctl: newControl(Concurrency{Adaptive: true}, now), clock: clocktesting.NewFakePassiveClock(now), shared: halves{}}
+	s.ctl.limit = 6 // this process's share: 3
+
+	st, ok := s.tryTake(now)
+	require.True(t, ok)
+	st.send()
+	assert.Equal(t, 1+3, st.peers, "before they agree: the others may hold as many as they believe the limit to be")
+	st.free(outcomeGood)
+
+	s.adopt(store.SeatCut{Limit: 5, Ceiling: 5, ProbeAfter: minProbeEvery}, now) // share 3, the other 2
+	var sent []seat
+	for range 3 {
+		st, ok := s.tryTake(now)
+		require.True(t, ok)
+		st.send()
+		sent = append(sent, st)
+	}
+	assert.Equal(t, 3+2, sent[2].peers, "agreed: this process's 3 and the other's share")
+	sent[0].free(outcomeGood)
+	sent[1].free(outcomeGood)
+	sent[2].free(outcomeThrottled)
+	assert.Equal(t, 2, s.ctl.seats(), "none of this process's sent before it unanswered, and the other's 2: fewer than 5 × 3/4")
+	assert.Equal(t, 2, int(s.ctl.ceiling))
 }

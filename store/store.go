@@ -142,6 +142,10 @@ type SeatCut struct {
 	Ceiling int
 	// ProbeAfter is how long after the cut the limit may grow past Ceiling.
 	ProbeAfter time.Duration
+	// Rise marks a rise of the ceiling instead, a probe above it: the
+	// other processes raise theirs to Ceiling (never lower it), so that
+	// they grow together and their shares add up to the limit probed.
+	Rise bool
 }
 
 // SeatSharer is implemented by a store whose budgets several processes
@@ -159,7 +163,10 @@ type SeatSharer interface {
 	// once.
 	ShareCut(key string, cut SeatCut)
 	// OnCut arranges for cut to be called with every cut another process
-	// shares on the budget key. cut must return quickly.
+	// shares on the budget key, starting with the last one shared while
+	// it is in force (its ProbeAfter, less the time since, has not
+	// passed): a process that starts later learns the limit the others
+	// share. cut must return quickly.
 	OnCut(key string, cut func(SeatCut))
 	// ReportSeats arranges for report to be called from time to time, for
 	// the store to record the budget's concurrency limit and the seats this

@@ -74,3 +74,10 @@ func Member(s *Store, key string, id uint64) string {
 // FlushSent records the sends s was told of (Sent) now, as its background
 // does as soon as it can.
 func FlushSent(s *Store) { s.flushSent() }
+
+// ParseCut reads a message of s's budget channels as s does: the cut of
+// another process, ok false for anything else.
+func ParseCut(s *Store, msg string) (store.SeatCut, bool) { return s.parseCut(msg) }
+
+// CutMessage returns the message with which process proc shares cut.
+func CutMessage(proc string, cut store.SeatCut) string { return cutMessage(proc, cut) }

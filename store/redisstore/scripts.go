@@ -35,6 +35,10 @@ var (
 	luaUpkeep string
 	//go:embed lua/learn.lua
 	luaLearn string
+	//go:embed lua/share_cut.lua
+	luaShareCut string
+	//go:embed lua/last_cut.lua
+	luaLastCut string
 )
 
 // The scripts a request runs, kept to a few commands each.
@@ -53,6 +57,8 @@ var (
 	scriptStatus   = upkeepScript(luaStatus)
 	scriptLeave    = upkeepScript(luaLeave)
 	scriptLearn    = upkeepScript(luaLearn)
+	scriptShareCut = redis.NewScript(luaShareCut)
+	scriptLastCut  = redis.NewScript(luaLastCut)
 )
 
 func upkeepScript(body string) *redis.Script {

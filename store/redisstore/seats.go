@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -29,15 +30,61 @@ func (s *Store) SeatShare(key string, limit int) (share, processes int) {
 }
 
 // cutPrefix starts the message of a cut on a budget's channel:
-// "cut:<process>:<limit>:<ceiling>:<probe after, ms>".
-const cutPrefix = "cut:"
+// "cut:<process>:<limit>:<ceiling>:<probe after, ms>", and riseSuffix
+// ends that of a rise of the ceiling (store.SeatCut.Rise). A process of an
+// earlier version ignores rises.
+const (
+	cutPrefix  = "cut:"
+	riseSuffix = ":rise"
+)
 
-// ShareCut implements SeatSharer: one PUBLISH on the budget's channel, no
-// state kept in Redis (a process that starts later learns the limit by its
-// own slow start).
+// ShareCut implements SeatSharer: one script that publishes the cut on the
+// budget's channel and keeps it in the budget's state, from which a
+// process that starts sharing the budget later learns it (see OnCut).
 func (s *Store) ShareCut(key string, cut store.SeatCut) {
-	msg := fmt.Sprintf("%s%s:%d:%d:%d", cutPrefix, s.proc, cut.Limit, cut.Ceiling, cut.ProbeAfter.Milliseconds())
+	msg := cutMessage(s.proc, cut)
+	b := s.budget(key)
+	s.inBackground(func(ctx context.Context) error {
+		_, err := s.call(ctx, scriptShareCut, b, []any{msg})
+		return err
+	})
+}
+
+// OnCut implements SeatSharer. The cut last shared on the budget, while
+// it is in force (its ProbeAfter has not passed), is applied first: a
+// process that starts when the others have learned the limit starts from
+// it, rather than drawing a throttle of its own to learn it.
+func (s *Store) OnCut(key string, cut func(store.SeatCut)) {
 	channel := redisKeys(key)[0]
+	s.listen(channel, func(n *notifier) { n.cuts[channel] = append(n.cuts[channel], cut) })
+	b := s.budget(key)
+	s.inBackground(func(ctx context.Context) error {
+		v, err := s.call(ctx, scriptLastCut, b, nil)
+		if err != nil {
+			return err
+		}
+		a, _ := v.([]any)
+		if len(a) != 2 {
+			return nil // none
+		}
+		msg, _ := a[0].(string)
+		age, _ := a[1].(int64)
+		c, ok := s.parseCut(msg)
+		if ok && time.Duration(age)*time.Microsecond < c.ProbeAfter {
+			// The state the others share, cut or rise: this process
+			// starts from it.
+			c.ProbeAfter -= time.Duration(age) * time.Microsecond
+			c.Rise = false
+			cut(c)
+		}
+		return nil
+	})
+}
+
+// inBackground runs f in a goroutine of the store, with the store's timeout,
+// unless the store is closed or in an outage (the others fall back to their
+// own budgets meanwhile). A failure of Redis trips the store.
+func (s *Store) inBackground(f func(ctx context.Context) error) {
 	select {
 	case <-s.done:
 		return
@@ -47,20 +94,26 @@ func (s *Store) ShareCut(key string, cut store.SeatCut) {
 	go func() {
 		defer s.wg.Done()
 		if s.down.Load() {
-			return // The others fall back to their own budgets meanwhile.
+			return
 		}
 		ctx, cancel := context.WithTimeout(s.background(), s.opts.Timeout)
 		defer cancel()
-		if err := s.client.Publish(ctx, channel, msg).Err(); err != nil {
+		if err := f(ctx); err != nil {
 			s.trip(err)
 		}
 	}()
 }
 
-// OnCut implements SeatSharer.
-func (s *Store) OnCut(key string, cut func(store.SeatCut)) {
-	channel := redisKeys(key)[0]
-	s.listen(channel, func(n *notifier) { n.cuts[channel] = append(n.cuts[channel], cut) })
+// maxCutMillis bounds the probe after of a cut read: a time.Duration.
+const maxCutMillis = int64(math.MaxInt64 / time.Millisecond)
+
+// cutMessage returns the message of process proc's cut (see cutPrefix).
+func cutMessage(proc string, cut store.SeatCut) string {
+	msg := fmt.Sprintf("%s%s:%d:%d:%d", cutPrefix, proc, cut.Limit, cut.Ceiling, cut.ProbeAfter.Milliseconds())
+	if cut.Rise {
+		msg += riseSuffix
+	}
+	return msg
 }
 
 // parseCut reads the message of another process's cut; ok is false for
@@ -70,6 +123,7 @@ func (s *Store) parseCut(msg string) (store.SeatCut, bool) {
 	if !ok {
 		return store.SeatCut{}, false
 	}
+	rest, rise := strings.CutSuffix(rest, riseSuffix)
 	f := strings.Split(rest, ":")
 	if len(f) != 4 || f[0] == s.proc {
 		return store.SeatCut{}, false
@@ -77,10 +131,10 @@ func (s *Store) parseCut(msg string) (store.SeatCut, bool) {
 	limit, err1 := strconv.Atoi(f[1])
 	ceiling, err2 := strconv.Atoi(f[2])
 	ms, err3 := strconv.ParseInt(f[3], 10, 64)
-	if err1 != nil || err2 != nil || err3 != nil || limit < 1 || ceiling < limit || ms < 0 {
+	if err1 != nil || err2 != nil || err3 != nil || limit < 1 || ceiling < limit || ms < 0 || ms > maxCutMillis {
 		return store.SeatCut{}, false
 	}
-	return store.SeatCut{Limit: limit, Ceiling: ceiling, ProbeAfter: time.Duration(ms) * time.Millisecond}, true
+	return store.SeatCut{Limit: limit, Ceiling: ceiling, ProbeAfter: time.Duration(ms) * time.Millisecond, Rise: rise}, true
 }
 
 // ReportSeats implements SeatSharer: every presence interval, when it has

@@ -74,6 +74,51 @@ func TestRedisCutsReachTheOtherProcesses(t *testing.T) {
 	}
 }
 
+// A process that starts sharing a budget after the others learned its
+// limit starts from their last cut while it is in force, rather than
+// drawing a throttle of its own to learn it.
+func TestRedisAProcessStartingLaterLearnsTheCutInForce(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		probe time.Duration
+		learn bool
+	}{{"in force", 30 * time.Second, true}, {"probed past", 0, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			key := "k8s:seats:" + tc.name
+			a := newURLStore(t, srv, store.FailureLocal, nil)
+			_, err := a.Reserve(ctx, key, store.Policy{Strategy: store.StrategyWindow, Limit: 10, Timespan: time.Second}, anyWait)
+			require.NoError(t, err)
+			cut := store.SeatCut{Limit: 3, Ceiling: 4, ProbeAfter: tc.probe}
+			a.ShareCut(key, cut)
+			require.Eventually(t, func() bool {
+				return srv.Client().HExists(ctx, "{"+key+"}:m", "cut").Val()
+			}, 5*time.Second, time.Millisecond, "the cut is kept with the budget")
+
+			late := newURLStore(t, srv, store.FailureLocal, nil)
+			got := make(chan store.SeatCut, 1)
+			late.OnCut(key, func(c store.SeatCut) { got <- c })
+			if !tc.learn {
+				select {
+				case c := <-got:
+					t.Fatalf("a cut whose probe is due was applied: %+v", c)
+				case <-time.After(200 * time.Millisecond):
+				}
+				return
+			}
+			select {
+			case c := <-got:
+				assert.Equal(t, []int{3, 4}, []int{c.Limit, c.Ceiling})
+				assert.LessOrEqual(t, c.ProbeAfter, cut.ProbeAfter, "the time since the cut counts")
+				assert.Greater(t, c.ProbeAfter, cut.ProbeAfter-5*time.Second)
+			case <-time.After(5 * time.Second):
+				t.Fatal("the cut in force was not applied")
+			}
+		})
+	}
+}
+
 func TestProcessesSharingABudgetHoldNoMoreSeatsThanTheLimit(t *testing.T) {
 	srv := redistest.Start(t)
 	const key = "k8s:seats:api.example.com"
@@ -152,4 +197,30 @@ func TestAThrottleInOneProcessCutsTheOthersLimit(t *testing.T) {
 		}
 		return b.Seats().Limit == 1
 	}, 10*time.Second, 10*time.Millisecond, "b adopts a's cut of the shared limit")
+}
+
+// Every message on a budget's channel is read without failing: another
+// process's cut or rise as it was shared, anything else ignored.
+func FuzzParseCut(f *testing.F) {
+	s := redisstore.New(redistest.Start(f).Client(), redisstore.Options{})
+	f.Cleanup(func() { _ = s.Close() })
+	for _, seed := range []string{
+		redisstore.CutMessage("other", store.SeatCut{Limit: 3, Ceiling: 4, ProbeAfter: 30 * time.Second}),
+		redisstore.CutMessage("other", store.SeatCut{Limit: 3, Ceiling: 5, ProbeAfter: time.Second, Rise: true}),
+		"moved", "cut:", "cut:a:1:1:1:rise:rise", "cut:a:-1:2:3", "cut:a:3:2:1", "cut:a:1:2:-5",
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, msg string) {
+		c, ok := redisstore.ParseCut(s, msg)
+		if !ok {
+			return
+		}
+		assert.GreaterOrEqual(t, c.Limit, 1)
+		assert.GreaterOrEqual(t, c.Ceiling, c.Limit)
+		assert.GreaterOrEqual(t, c.ProbeAfter, time.Duration(0))
+		again, ok := redisstore.ParseCut(s, redisstore.CutMessage("other", c))
+		assert.True(t, ok)
+		assert.Equal(t, c, again, "shared again, it reads the same")
+	})
 }
