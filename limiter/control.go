@@ -32,8 +32,9 @@ import (
 //     above the server's seats costs the whole budget a Retry-After.
 //   - The ceiling rises after probeEvery without a throttle, by a step that
 //     doubles with every rise that held. A throttle within probeEvery of a
-//     rise doubles probeEvery (up to maxProbeEvery) and resets the step; a
-//     rise that held halves it (down to minProbeEvery).
+//     rise doubles probeEvery (up to maxProbeEvery), resets the step and
+//     leaves the limit no lower than the ceiling before the rise, which
+//     held; a rise that held halves it (down to minProbeEvery).
 //   - Processes sharing the limit through a store share every cut and
 //     every rise of the ceiling, so that they grow together and their
 //     shares add up to the limit probed. Their first cut comes before they
@@ -77,6 +78,8 @@ type control struct {
 	agreed bool
 	// probeFailed is set once a rise drew a throttle (see probeAfter).
 	probeFailed bool
+	// held is the ceiling before the last rise: it held for probeEvery.
+	held float64
 }
 
 func newControl(c Concurrency, now time.Time) control {
@@ -148,6 +151,7 @@ func (c *control) raise(now time.Time) {
 		c.step *= 2
 		c.probeEvery = max(c.probeEvery/2, minProbeEvery)
 	}
+	c.held = c.ceiling
 	c.ceiling = min(c.ceiling+c.step, c.max)
 	c.raised = now
 	c.raiseAt = now.Add(c.probeEvery)
@@ -167,7 +171,8 @@ func (c *control) throttled(seq uint64, peers, running, processes int, now time.
 	}
 	c.cutSeq = c.seq
 	c.agreed = true
-	if !c.raised.IsZero() && now.Sub(c.raised) < c.probeEvery {
+	drew := !c.raised.IsZero() && now.Sub(c.raised) < c.probeEvery
+	if drew {
 		// The last rise drew it: probe less often.
 		c.probeEvery = min(2*c.probeEvery, maxProbeEvery)
 		c.probeFailed = true
@@ -182,6 +187,14 @@ func (c *control) throttled(seq uint64, peers, running, processes int, now time.
 		ceiling = min(ceiling, running)
 	}
 	c.limit = max(c.limit, c.floor(processes))
+	if drew {
+		// Back to the ceiling that held before the rise, however few
+		// the requests in flight looked: the server frees a seat a
+		// moment after its answer arrives, so that a probe's throttle
+		// can come with fewer in flight than the seats that held.
+		c.limit = max(c.limit, min(c.held, c.max))
+		ceiling = max(ceiling, int(c.held))
+	}
 	c.ssthresh = c.limit
 	c.servedPeak = 0
 	c.ceiling = max(float64(ceiling), c.limit)
@@ -245,8 +258,16 @@ func (c *control) adopt(cut store.SeatCut, processes int, now time.Time) {
 // adoptRise applies a rise of the ceiling another process sharing the
 // budget made: the limit grows to it here too.
 func (c *control) adoptRise(rise store.SeatCut, now time.Time) {
+	if c.raised.IsZero() && now.Before(c.raiseAt) {
+		// A cut came here since: the rise was made before it (the
+		// processes probe on one schedule, which the cut set anew).
+		return
+	}
 	c.agreed = true
-	c.ceiling = max(c.ceiling, min(float64(rise.Ceiling), c.max))
+	if float64(rise.Ceiling) > c.ceiling {
+		c.held = c.ceiling
+		c.ceiling = min(float64(rise.Ceiling), c.max)
+	}
 	c.raised = now
 	c.raiseAt = now.Add(rise.ProbeAfter)
 }

@@ -83,6 +83,28 @@ func TestControlStaysBelowTheLastThrottleUntilItProbes(t *testing.T) {
 	assert.Equal(t, 2*minProbeEvery, c.probeEvery, "a probe that drew a throttle doubles the time to the next")
 }
 
+// The server frees a seat a moment after its answer arrives: a probe's
+// throttle can come back with fewer requests in flight than the seats
+// that held before it. The limit goes back to them, not below.
+func TestControlProbeThatDrewAThrottleGoesBackToTheCeilingThatHeld(t *testing.T) {
+	c := newControl(Concurrency{Adaptive: true}, t0)
+	c.limit = 4
+	c.throttled(c.seated(), 4, 3, 1, t0)
+	require.Equal(t, 3, c.seats())
+
+	now := t0.Add(minProbeEvery)
+	for range 10 {
+		c.good(c.seated(), 3, now)
+	}
+	require.Equal(t, 4, c.seats(), "the probe")
+	c.throttled(c.seated(), 4, 2, 1, now.Add(time.Second))
+	assert.Equal(t, 3, c.seats(), "2 seemed running, but 3 held for probeEvery")
+	assert.Equal(t, 3, int(c.ceiling))
+
+	c.throttled(c.seated(), 3, 2, 1, now.Add(2*time.Second))
+	assert.Equal(t, 2, c.seats(), "a throttle that no rise drew cuts to the requests running")
+}
+
 func TestControlCeilingIsTheMostSeatsServedSinceTheLastCut(t *testing.T) {
 	c := newControl(Concurrency{Adaptive: true}, t0)
 	c.limit = 6
@@ -181,16 +203,23 @@ func TestControlAdoptsAnotherProcesssRise(t *testing.T) {
 	c := newControl(Concurrency{Adaptive: true}, t0)
 	c.adopt(store.SeatCut{Limit: 2, Ceiling: 2, ProbeAfter: sharedProbe}, 2, t0)
 	require.Equal(t, 2, int(c.ceiling))
-
 	c.adopt(store.SeatCut{Limit: 3, Ceiling: 3, ProbeAfter: minProbeEvery, Rise: true}, 2, t0.Add(time.Second))
+	require.Equal(t, 2, int(c.ceiling), "a rise made before the cut, arriving after it, is ignored until the probe is due")
+
+	c.adopt(store.SeatCut{Limit: 3, Ceiling: 3, ProbeAfter: minProbeEvery, Rise: true}, 2, t0.Add(sharedProbe))
 	assert.Equal(t, 3, int(c.ceiling))
 	for range 10 {
-		c.good(c.seated(), 2, t0.Add(2*time.Second))
+		c.good(c.seated(), 2, t0.Add(sharedProbe+time.Second))
 	}
 	assert.Equal(t, 3, c.seats(), "the limit grows to the ceiling the other raised, and no further before it probes")
 
-	c.adopt(store.SeatCut{Limit: 2, Ceiling: 2, ProbeAfter: minProbeEvery, Rise: true}, 2, t0.Add(3*time.Second))
+	c.adopt(store.SeatCut{Limit: 2, Ceiling: 2, ProbeAfter: minProbeEvery, Rise: true}, 2, t0.Add(sharedProbe+2*time.Second))
 	assert.Equal(t, 3, int(c.ceiling), "a rise never lowers the ceiling")
+
+	c.throttled(c.seated(), 3, 0, 2, t0.Add(sharedProbe+3*time.Second))
+	require.Equal(t, 2, int(c.ceiling), "the rise drew a throttle")
+	c.adopt(store.SeatCut{Limit: 3, Ceiling: 3, ProbeAfter: minProbeEvery, Rise: true}, 2, t0.Add(sharedProbe+3*time.Second))
+	assert.Equal(t, 2, int(c.ceiling), "another process's rise to it, made before the cut, arrives late: ignored")
 }
 
 // Two processes throttled in one burst keep the lower of their ceilings.
