@@ -368,18 +368,13 @@ func TestSeatsSharedThroughRedis(t *testing.T) {
 	t.Logf("two processes sharing a budget through Redis, a level of %d seats that rejects:\n%s", seats, servedTable(best, bare, shared, dflt))
 	t.Logf("shared: %.0f%% of one process's best, %.0f%% of two processes' best", 100*float64(shared.served)/float64(best.served), 100*float64(shared.served)/float64(bare.served))
 
-	// Not the 80% aimed at. On a 2-core machine two race-detecting client
-	// processes take CPU from the API server (the same 3 workers split
-	// over two processes with no limiter get 82-103% of one process's);
-	// processes that start apart each run their own slow start, and do
-	// not agree on the limit until the first cut reaches them, so the
-	// first burst draws 1-3 429s (a second of cooldown each). Measured
-	// with the race detector on an idle machine, since a seat waiter
-	// reserves its slot before its seat: 51-68% of one process's best,
-	// 53-83% of two processes' (the previous order, every seat held
-	// across the Redis round trip: 62-73% in earlier runs, 29-51% in two
-	// runs beside these). The check guards against the collapse without a
-	// concurrency limit.
+	// Not the 80% aimed at. The first burst draws 1-3 429s before the
+	// processes agree on a limit (a second of cooldown each), the shared
+	// limit probes a fourth seat after 3s, and some runs see 429s at 3
+	// seats, the server freeing a seat a moment after its answer arrives.
+	// Measured with the race detector on an idle machine: 47-68% of one
+	// process's best, 51-83% of two processes'. The check guards against
+	// the collapse without a concurrency limit.
 	assert.GreaterOrEqual(t, float64(shared.served), float64(best.served)/4, "at least a quarter of what one worker per seat gets")
 	assert.LessOrEqual(t, shared.throttledShare(), 0.01, "at most 1%% of the requests sent draw a 429")
 	assert.GreaterOrEqual(t, float64(dflt.served), 0.9*400, "at least 90%% of what the default budget allows in %s", defaultRun)
