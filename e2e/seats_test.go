@@ -58,6 +58,7 @@ func farAboveTheServer() *k8sratelimit.Config {
 // the requests that left it recorded below the limiter.
 type loadClient struct {
 	name    string
+	user    string
 	workers int
 	cs      kubernetes.Interface
 	wire    probe.Wire
@@ -70,7 +71,7 @@ type loadClient struct {
 // limiter of cfg (none when nil).
 func newLoadClient(t *testing.T, name, user string, workers int, cfg *k8sratelimit.Config) *loadClient {
 	t.Helper()
-	c := &loadClient{name: name, workers: workers, rc: userConfig(user)}
+	c := &loadClient{name: name, user: user, workers: workers, rc: userConfig(user)}
 	c.rc.Wrap(c.wire.Wrap) // below the limiter: sees what actually leaves
 	if cfg != nil {
 		var err error
@@ -90,6 +91,7 @@ func newLoadClient(t *testing.T, name, user string, workers int, cfg *k8sratelim
 // left and what was served to its total.
 func (c *loadClient) run(t *testing.T, d time.Duration) served {
 	t.Helper()
+	waitSeatsFree(t, c.user)
 	s := c.load(d)
 	if c.l != nil {
 		b, err := c.l.Budget("", c.rc)
@@ -139,6 +141,30 @@ func (c *loadClient) load(d time.Duration) served {
 		}
 	}
 	return s
+}
+
+// waitSeatsFree waits until the API server runs none of user's requests:
+// those of a run before, cancelled when it ended, hold their seats until
+// the server notices, and a run that starts meanwhile would learn fewer
+// seats than the level has.
+func waitSeatsFree(t *testing.T, user string) {
+	t.Helper()
+	th, ok := suite.throttles[user]
+	if !ok {
+		return
+	}
+	level := `priority_level="` + th.PriorityLevel.Name + `"`
+	require.Eventually(t, func() bool {
+		raw, err := suite.admin.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(t.Context())
+		require.NoError(t, err)
+		for line := range strings.SplitSeq(string(raw), "\n") {
+			if strings.HasPrefix(line, "apiserver_flowcontrol_current_executing_seats{") && strings.Contains(line, level) &&
+				!strings.HasSuffix(line, " 0") {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, 5*time.Millisecond, "the requests of the run before finish in the server")
 }
 
 // compare runs the clients in turn, rounds times each for d, so that the
