@@ -324,6 +324,7 @@ func runChildFor(lim *k8sratelimit.Limiter, rc *rest.Config, workers int, d stri
 // under owner, and returns their figures added up.
 func seatsChildren(t *testing.T, name string, srv *redistest.Server, owner, user string, workers []int, d time.Duration, env ...string) served {
 	t.Helper()
+	waitSeatsFree(t, user)
 	rc := suite.cp.UserConfig(user)
 	env = slices.Concat(env, childproc.RedisBudget(srv.URL(), owner), childConn(rc), []string{childFor + "=" + d.String()})
 	var children []*childproc.Process
