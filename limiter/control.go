@@ -30,27 +30,35 @@ import (
 //     with up to half as many seats again as the server has; those with
 //     which requests were served are a closer bound, and every probe
 //     above the server's seats costs the whole budget a Retry-After.
-//   - The ceiling rises after probeEvery without a throttle, by a step that
-//     doubles with every rise that held. A throttle within probeEvery of a
+//   - The ceiling rises after probeEvery without a throttle (quickProbe
+//     until a rise has drawn one, below), by a step that doubles with
+//     every rise that held. A throttle within probeEvery of a
 //     rise doubles probeEvery (up to maxProbeEvery), resets the step and
 //     leaves the limit no lower than the ceiling before the rise, which
 //     held; a rise that held halves it (down to minProbeEvery).
 //   - Processes sharing the limit through a store share every cut and
 //     every rise of the ceiling, so that they grow together and their
-//     shares add up to the limit probed. Their first cut comes before they
-//     agree on one limit, from a process that knows only its own requests
-//     in flight, and the later cuts on estimates of the others': the
-//     ceiling may lie below the server's seats, and it rises after
-//     sharedProbe rather than probeEvery until a rise draws a throttle.
+//     shares add up to the limit probed.
+//   - Until a rise draws a throttle, the ceiling rises quickProbe after a
+//     cut rather than probeEvery. The cuts before it rest on estimates
+//     that can lie below the server's seats: the requests the server ran,
+//     as the client counts them, miss those whose answers have arrived
+//     but whose seats the server has not yet freed, or those of another
+//     client whose seats it frees a moment later; processes sharing the
+//     limit first cut before they agree on one, each knowing only its own
+//     requests in flight, then on estimates of the others'. A ceiling
+//     left there would hold for probeEvery; one quick probe finds the
+//     seats from above, for one more Retry-After.
 //
 // With a priority level of three seats that rejects, the limit settles on
-// three after one throttle in slow start, and costs at most one more
-// Retry-After every probeEvery, then every 2×, 4× … up to maxProbeEvery.
+// three after one throttle in slow start and one quick probe, and costs
+// at most one more Retry-After every probeEvery, then every 2×, 4× … up to
+// maxProbeEvery.
 const (
 	cutFactor     = 0.75
 	slowStartGain = 0.5
 	minProbeEvery = 30 * time.Second
-	sharedProbe   = 3 * time.Second
+	quickProbe    = 3 * time.Second
 	maxProbeEvery = 10 * time.Minute
 )
 
@@ -154,7 +162,7 @@ func (c *control) raise(now time.Time) {
 	c.held = c.ceiling
 	c.ceiling = min(c.ceiling+c.step, c.max)
 	c.raised = now
-	c.raiseAt = now.Add(c.probeEvery)
+	c.raiseAt = now.Add(c.probeAfter())
 }
 
 // throttled cuts the limit after a throttling answer to request seq, sent
@@ -200,21 +208,15 @@ func (c *control) throttled(seq uint64, peers, running, processes int, now time.
 	c.ceiling = max(float64(ceiling), c.limit)
 	c.step = 1
 	c.raised = time.Time{}
-	c.raiseAt = now.Add(c.probeAfter(processes))
+	c.raiseAt = now.Add(c.probeAfter())
 	return store.SeatCut{Limit: int(c.limit), Ceiling: int(c.ceiling), ProbeAfter: c.raiseAt.Sub(now)}, true
 }
 
-// probeAfter returns how long after a cut the ceiling may rise: probeEvery,
-// or, for a limit several processes share, sharedProbe until a rise has
-// drawn a throttle. Their cuts are made on estimates of the others'
-// requests in flight (before they agree on one limit, by a process that
-// may not yet know of the others): the ceiling a cut leaves may lie below
-// the server's seats, where it would otherwise hold for probeEvery. A
-// rise that draws a throttle shows the seats from above; from then on
-// the limit probes every probeEvery.
-func (c *control) probeAfter(processes int) time.Duration {
-	if processes > 1 && !c.probeFailed {
-		return min(sharedProbe, c.probeEvery)
+// probeAfter returns how long after a cut or a rise the ceiling may rise
+// next: probeEvery, or quickProbe until a rise has drawn a throttle.
+func (c *control) probeAfter() time.Duration {
+	if !c.probeFailed {
+		return min(quickProbe, c.probeEvery)
 	}
 	return c.probeEvery
 }

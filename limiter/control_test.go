@@ -65,22 +65,25 @@ func TestControlStaysBelowTheLastThrottleUntilItProbes(t *testing.T) {
 	c.throttled(c.seated(), 4, 0, 1, t0)
 	require.Equal(t, 3, c.seats())
 
-	now := t0
-	for now.Before(t0.Add(minProbeEvery - time.Second)) {
-		c.good(c.seated(), 3, now)
-		now = now.Add(10 * time.Millisecond)
+	grow := func(from, to time.Time) time.Time {
+		for now := from; now.Before(to); now = now.Add(10 * time.Millisecond) {
+			c.good(c.seated(), c.seats(), now)
+		}
+		return to
 	}
-	assert.Equal(t, 3, c.seats(), "no growth to the seats that drew the throttle before probeEvery")
+	now := grow(t0, t0.Add(quickProbe-time.Second))
+	assert.Equal(t, 3, c.seats(), "no growth to the seats that drew the throttle before quickProbe")
+	grow(t0.Add(quickProbe), t0.Add(quickProbe+time.Second))
+	assert.Equal(t, 4, c.seats(), "after quickProbe, one more seat is tried")
 
-	now = t0.Add(minProbeEvery)
-	for range 10 {
-		c.good(c.seated(), 3, now)
-	}
-	assert.Equal(t, 4, c.seats(), "after probeEvery, one more seat is tried")
-
-	c.throttled(c.seated(), 4, 0, 1, now.Add(time.Second))
+	now = t0.Add(quickProbe + 2*time.Second)
+	c.throttled(c.seated(), 4, 3, 1, now)
 	assert.Equal(t, 3, c.seats())
 	assert.Equal(t, 2*minProbeEvery, c.probeEvery, "a probe that drew a throttle doubles the time to the next")
+	grow(now, now.Add(2*minProbeEvery-time.Second))
+	assert.Equal(t, 3, c.seats(), "and from then on no growth before probeEvery")
+	grow(now.Add(2*minProbeEvery), now.Add(2*minProbeEvery+time.Second))
+	assert.Equal(t, 4, c.seats(), "after probeEvery, one more seat is tried")
 }
 
 // The server frees a seat a moment after its answer arrives: a probe's
@@ -169,56 +172,51 @@ func TestControlSharedByProcessesCutsNoLowerThanOneSeatEach(t *testing.T) {
 	assert.Equal(t, 2, small.seats(), "never above the ceiling of the limit")
 }
 
-// A limit several processes share rises after sharedProbe until a rise
-// draws a throttle: the ceilings their cuts leave rest on estimates of
-// the others' requests in flight.
-func TestControlSharedProbesSoonUntilARiseDrawsAThrottle(t *testing.T) {
+// Until a rise draws a throttle, the ceiling rises quickProbe after a cut
+// or a rise: the ceilings cuts leave rest on estimates that can lie below
+// the server's seats.
+func TestControlProbesSoonUntilARiseDrawsAThrottle(t *testing.T) {
 	c := newControl(Concurrency{Adaptive: true}, t0)
 	c.limit = 4
 	cut, ok := c.throttled(c.seated(), 4, 2, 2, t0)
 	require.True(t, ok)
-	assert.Equal(t, store.SeatCut{Limit: 2, Ceiling: 2, ProbeAfter: sharedProbe}, cut, "the others learn when to probe")
+	assert.Equal(t, store.SeatCut{Limit: 2, Ceiling: 2, ProbeAfter: quickProbe}, cut, "other processes learn when to probe")
 
-	now := t0.Add(sharedProbe)
+	now := t0.Add(quickProbe)
 	var rise store.SeatCut
 	for i := 0; i < 10 && !rise.Rise; i++ {
 		rise, _ = c.good(c.seated(), 2, now)
 	}
-	require.True(t, rise.Rise, "the ceiling rises after sharedProbe")
+	require.True(t, rise.Rise, "the ceiling rises after quickProbe")
 	assert.Equal(t, 3, rise.Ceiling)
-	assert.Equal(t, minProbeEvery, rise.ProbeAfter)
+	assert.Equal(t, quickProbe, rise.ProbeAfter, "the rise held nothing yet: the next comes as soon")
 
 	cut, _ = c.throttled(c.seated(), 3, 2, 2, now.Add(time.Second))
 	assert.Equal(t, 2*minProbeEvery, cut.ProbeAfter, "a rise that drew a throttle: probeEvery, doubled, from now on")
-
-	alone := newControl(Concurrency{Adaptive: true}, t0)
-	alone.limit = 4
-	cut, _ = alone.throttled(alone.seated(), 4, 2, 1, t0)
-	assert.Equal(t, minProbeEvery, cut.ProbeAfter, "a process alone knows the requests the server ran: probeEvery")
 }
 
 // Processes sharing a limit rise together: one's rise lifts the others'
 // ceilings, never lowers them, and their limits grow to it.
 func TestControlAdoptsAnotherProcesssRise(t *testing.T) {
 	c := newControl(Concurrency{Adaptive: true}, t0)
-	c.adopt(store.SeatCut{Limit: 2, Ceiling: 2, ProbeAfter: sharedProbe}, 2, t0)
+	c.adopt(store.SeatCut{Limit: 2, Ceiling: 2, ProbeAfter: quickProbe}, 2, t0)
 	require.Equal(t, 2, int(c.ceiling))
 	c.adopt(store.SeatCut{Limit: 3, Ceiling: 3, ProbeAfter: minProbeEvery, Rise: true}, 2, t0.Add(time.Second))
 	require.Equal(t, 2, int(c.ceiling), "a rise made before the cut, arriving after it, is ignored until the probe is due")
 
-	c.adopt(store.SeatCut{Limit: 3, Ceiling: 3, ProbeAfter: minProbeEvery, Rise: true}, 2, t0.Add(sharedProbe))
+	c.adopt(store.SeatCut{Limit: 3, Ceiling: 3, ProbeAfter: minProbeEvery, Rise: true}, 2, t0.Add(quickProbe))
 	assert.Equal(t, 3, int(c.ceiling))
 	for range 10 {
-		c.good(c.seated(), 2, t0.Add(sharedProbe+time.Second))
+		c.good(c.seated(), 2, t0.Add(quickProbe+time.Second))
 	}
 	assert.Equal(t, 3, c.seats(), "the limit grows to the ceiling the other raised, and no further before it probes")
 
-	c.adopt(store.SeatCut{Limit: 2, Ceiling: 2, ProbeAfter: minProbeEvery, Rise: true}, 2, t0.Add(sharedProbe+2*time.Second))
+	c.adopt(store.SeatCut{Limit: 2, Ceiling: 2, ProbeAfter: minProbeEvery, Rise: true}, 2, t0.Add(quickProbe+2*time.Second))
 	assert.Equal(t, 3, int(c.ceiling), "a rise never lowers the ceiling")
 
-	c.throttled(c.seated(), 3, 0, 2, t0.Add(sharedProbe+3*time.Second))
+	c.throttled(c.seated(), 3, 0, 2, t0.Add(quickProbe+3*time.Second))
 	require.Equal(t, 2, int(c.ceiling), "the rise drew a throttle")
-	c.adopt(store.SeatCut{Limit: 3, Ceiling: 3, ProbeAfter: minProbeEvery, Rise: true}, 2, t0.Add(sharedProbe+3*time.Second))
+	c.adopt(store.SeatCut{Limit: 3, Ceiling: 3, ProbeAfter: minProbeEvery, Rise: true}, 2, t0.Add(quickProbe+3*time.Second))
 	assert.Equal(t, 2, int(c.ceiling), "another process's rise to it, made before the cut, arrives late: ignored")
 }
 
@@ -228,9 +226,9 @@ func TestControlKeepsTheLowerCeilingOfCutsSinceTheLastRise(t *testing.T) {
 	c.limit = 6
 	c.throttled(c.seated(), 5, 0, 2, t0)
 	require.Equal(t, 4, int(c.ceiling))
-	c.adopt(store.SeatCut{Limit: 3, Ceiling: 6, ProbeAfter: sharedProbe}, 2, t0)
+	c.adopt(store.SeatCut{Limit: 3, Ceiling: 6, ProbeAfter: quickProbe}, 2, t0)
 	assert.Equal(t, 4, int(c.ceiling), "the other's higher ceiling does not lift this one's")
-	c.adopt(store.SeatCut{Limit: 3, Ceiling: 3, ProbeAfter: sharedProbe}, 2, t0)
+	c.adopt(store.SeatCut{Limit: 3, Ceiling: 3, ProbeAfter: quickProbe}, 2, t0)
 	assert.Equal(t, 3, int(c.ceiling), "a lower one holds")
 }
 
@@ -313,5 +311,5 @@ func TestControlAgainstARejectingLevel(t *testing.T) {
 	t.Logf("served %d of %d (%.1f%%), %d throttles, limit %d", served, best, 100*float64(served)/float64(best), rejected, c.seats())
 	assert.Equal(t, seatsOfLevel, c.seats(), "the limit settles on the level's seats")
 	assert.GreaterOrEqual(t, float64(served), 0.95*float64(best), "at least 95%% of the level's capacity is served")
-	assert.LessOrEqual(t, rejected, 10, "a throttle in slow start, then a probe every 30s, 60s, 2m, 4m, 8m")
+	assert.LessOrEqual(t, rejected, 10, "a throttle in slow start, a quick probe, then a probe every 60s, 2m, 4m, 8m")
 }
