@@ -91,7 +91,7 @@ type seat struct {
 	s      *seats
 	seq    uint64    // the order of taking, to cut once per burst of throttles
 	peers  int       // requests in flight when it was sent, itself included; 0: not sent
-	others int       // of those, other processes' (estimated); -1: not known well enough
+	others int       // other processes' requests in flight then, at their shares
 	since  time.Time // when it was taken
 }
 
@@ -156,8 +156,9 @@ func (s *seats) takeLocked(now time.Time) seat {
 // processes sharing the limit, their requests in flight are estimated as
 // their shares (the limit less this process's). Until the processes agree
 // on one limit (a cut made or adopted), each may hold as many as it
-// believes the limit to be: they are then estimated as the larger of
-// that and as many as this process has in flight each.
+// believes the limit to be: its peers, which bound the growth, then count
+// the others as the larger of their shares and as many as this process
+// has in flight each.
 func (st *seat) send() {
 	s := st.s
 	if s == nil {
@@ -168,11 +169,10 @@ func (st *seat) send() {
 	s.sentSeqs = append(s.sentSeqs, st.seq)
 	inFlight := len(s.sentSeqs)
 	share, n := s.shareLocked()
-	others := max(s.ctl.seats()-share, 0)
-	st.others = others
+	st.others = max(s.ctl.seats()-share, 0)
+	others := st.others
 	if !s.ctl.agreed && n > 1 {
 		others = max(others, inFlight*(n-1))
-		st.others = -1
 	}
 	st.peers = inFlight + others
 }
@@ -283,13 +283,12 @@ func (s *seats) freeSeat(st seat, o outcome, now time.Time) (cut store.SeatCut, 
 		// The requests sent before it and still unanswered are those the
 		// server was running when it refused it: a refusal comes back at
 		// once, a served request takes its time. Other processes sharing
-		// the limit had at most their shares running, once they agree on
-		// it; before, what they had is not known well enough to cut on.
+		// the limit are taken to have had their shares running: before
+		// they agree on a limit they may have had more, and the cut then
+		// lies below the server's seats until the quick probe (see
+		// control), which costs less than a throttle more for everyone.
 		_, processes := s.shareLocked()
-		running := 0
-		if st.others >= 0 {
-			running = older + st.others
-		}
+		running := older + st.others
 		cut, cutOK = s.ctl.throttled(st.seq, st.peers, running, processes, now)
 	}
 	s.grantLocked(now)

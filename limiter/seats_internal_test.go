@@ -91,3 +91,25 @@ func TestSharedThrottleCutsToTheRequestsRunningOnceTheProcessesAgree(t *testing.
 	assert.Equal(t, 2, s.ctl.seats(), "none of this process's sent before it unanswered, and the other's 2: fewer than 5 × 3/4")
 	assert.Equal(t, 2, int(s.ctl.ceiling))
 }
+
+// Before the processes agree on a limit, a throttle still cuts to the
+// requests running as far as this process can tell, the others at their
+// shares: lower than the server's seats at worst, which the quick probe
+// mends, rather than a ceiling the others' slow start inflated.
+func TestSharedThrottleBeforeTheProcessesAgreeCutsToTheOthersShares(t *testing.T) {
+	now := time.Unix(0, 0)
+	s := &seats{ctl: newControl(Concurrency{Adaptive: true}, now), clock: clocktesting.NewFakePassiveClock(now), shared: halves{}}
+	s.ctl.limit = 6 // this process's share: 3, the other's 3
+	var sent []seat
+	for range 3 {
+		st, ok := s.tryTake(now)
+		require.True(t, ok)
+		st.send()
+		sent = append(sent, st)
+	}
+	sent[0].free(outcomeGood)
+	sent[1].free(outcomeGood)
+	sent[2].free(outcomeThrottled)
+	assert.Equal(t, 3, s.ctl.seats(), "none of this process's sent before it unanswered, and the other's 3")
+	assert.Equal(t, 3, int(s.ctl.ceiling))
+}
