@@ -38,13 +38,7 @@ func TestThrottleCutsToTheRequestsSentBeforeItStillInFlight(t *testing.T) {
 	now := time.Unix(0, 0)
 	s := &seats{ctl: newControl(Concurrency{Adaptive: true}, now), clock: clocktesting.NewFakePassiveClock(now)}
 	s.ctl.limit = 8
-	var sent []seat
-	for range 6 {
-		st, ok := s.tryTake(now)
-		require.True(t, ok)
-		st.send()
-		sent = append(sent, st)
-	}
+	sent := sendSeats(t, s, now, 6)
 	sent[0].free(outcomeGood) // answered before: not running any more
 	sent[1].free(outcomeGood)
 	sent[4].free(outcomeThrottled)
@@ -77,13 +71,7 @@ func TestSharedThrottleCutsToTheRequestsRunningOnceTheProcessesAgree(t *testing.
 	st.free(outcomeGood)
 
 	s.adopt(store.SeatCut{Limit: 5, Ceiling: 5, ProbeAfter: minProbeEvery}, now) // share 3, the other 2
-	var sent []seat
-	for range 3 {
-		st, ok := s.tryTake(now)
-		require.True(t, ok)
-		st.send()
-		sent = append(sent, st)
-	}
+	sent := sendSeats(t, s, now, 3)
 	assert.Equal(t, 3+2, sent[2].peers, "agreed: this process's 3 and the other's share")
 	sent[0].free(outcomeGood)
 	sent[1].free(outcomeGood)
@@ -100,16 +88,23 @@ func TestSharedThrottleBeforeTheProcessesAgreeCutsToTheOthersShares(t *testing.T
 	now := time.Unix(0, 0)
 	s := &seats{ctl: newControl(Concurrency{Adaptive: true}, now), clock: clocktesting.NewFakePassiveClock(now), shared: halves{}}
 	s.ctl.limit = 6 // this process's share: 3, the other's 3
-	var sent []seat
-	for range 3 {
-		st, ok := s.tryTake(now)
-		require.True(t, ok)
-		st.send()
-		sent = append(sent, st)
-	}
+	sent := sendSeats(t, s, now, 3)
 	sent[0].free(outcomeGood)
 	sent[1].free(outcomeGood)
 	sent[2].free(outcomeThrottled)
 	assert.Equal(t, 3, s.ctl.seats(), "none of this process's sent before it unanswered, and the other's 3")
 	assert.Equal(t, 3, int(s.ctl.ceiling))
+}
+
+// sendSeats takes n seats of s, each free, and sends their requests.
+func sendSeats(t *testing.T, s *seats, now time.Time, n int) []seat {
+	t.Helper()
+	var sent []seat
+	for range n {
+		st, ok := s.tryTake(now)
+		require.True(t, ok)
+		st.send()
+		sent = append(sent, st)
+	}
+	return sent
 }
