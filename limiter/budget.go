@@ -105,16 +105,9 @@ func (b *Budget) admit(ctx context.Context, stop <-chan struct{}, seated bool) (
 // slot takes one slot of the budget and returns when it has come.
 func (b *Budget) slot(ctx context.Context, stop <-chan struct{}, w waitLimits) error {
 	l := b.l
-	maxWait := w.limit
-	if w.seatWait > 0 && maxWait != store.NoMaxWait {
-		maxWait = max(maxWait-w.seatWait, 0)
-	}
-	res, err := l.store.Reserve(ctx, b.key, l.policy, store.Request{MaxWait: maxWait, Jitter: l.drawJitter()})
+	res, err := b.reserve(ctx, w, false)
 	if err != nil {
-		return fmt.Errorf("k8sratelimit: budget %s: %w", b.key, err)
-	}
-	if !res.OK {
-		return b.refuse(res.Wait, w)
+		return err
 	}
 	if res.Wait == 0 {
 		reason := WaitNone
@@ -126,6 +119,26 @@ func (b *Budget) slot(ctx context.Context, stop <-chan struct{}, w waitLimits) e
 		return nil
 	}
 	return b.sleep(ctx, stop, res, w)
+}
+
+// reserve reserves a slot within what is left of w's limit after the
+// wait for a seat, to be confirmed even when it is now if deferred. A slot
+// beyond the limit is refused with the typed error, and nothing is
+// reserved.
+func (b *Budget) reserve(ctx context.Context, w waitLimits, deferred bool) (store.Reservation, error) {
+	l := b.l
+	maxWait := w.limit
+	if w.seatWait > 0 && maxWait != store.NoMaxWait {
+		maxWait = max(maxWait-w.seatWait, 0)
+	}
+	res, err := l.store.Reserve(ctx, b.key, l.policy, store.Request{MaxWait: maxWait, Jitter: l.drawJitter(), Deferred: deferred})
+	if err != nil {
+		return res, fmt.Errorf("k8sratelimit: budget %s: %w", b.key, err)
+	}
+	if !res.OK {
+		return res, b.refuse(res.Wait, w)
+	}
+	return res, nil
 }
 
 // waitLimits is how long a request may wait, and why.

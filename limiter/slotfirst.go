@@ -2,7 +2,6 @@ package limiter
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/k8sratelimit/k8sratelimit/store"
@@ -73,21 +72,6 @@ func (b *Budget) admitShared(ctx context.Context, stop <-chan struct{}, w waitLi
 	l.observer.Admitted(b.Cluster(), b.key, w.seatWait, WaitSeat)
 	b.logSlow(w.seatWait, WaitSeat)
 	return st, nil
-}
-
-// reserve reserves a slot within w's limit, to be confirmed even when it
-// is now if deferred. A slot beyond the limit is refused with the typed
-// error, and nothing is reserved.
-func (b *Budget) reserve(ctx context.Context, w waitLimits, deferred bool) (store.Reservation, error) {
-	l := b.l
-	res, err := l.store.Reserve(ctx, b.key, l.policy, store.Request{MaxWait: w.limit, Jitter: l.drawJitter(), Deferred: deferred})
-	if err != nil {
-		return res, fmt.Errorf("k8sratelimit: budget %s: %w", b.key, err)
-	}
-	if !res.OK {
-		return res, b.refuse(res.Wait, w)
-	}
-	return res, nil
 }
 
 // seatAtSlot waits for the slot of res, ahead, holding no seat, then for
