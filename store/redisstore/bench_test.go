@@ -69,7 +69,7 @@ var redisKinds = []redisKind{
 		s := redisstore.New(c, redisstore.Options{Failure: store.FailureClosed})
 		tb.Cleanup(func() { _ = s.Close() })
 		return func(ctx context.Context, key string) (bool, error) {
-			res, err := s.Reserve(ctx, key, redisBenchWindow, store.Request{MaxWait: store.NoMaxWait, Deferred: true})
+			res, err := s.Reserve(ctx, key, redisBenchWindow, deferredAtOnce)
 			if err != nil || !res.OK || res.Wait != 0 {
 				return false, err
 			}

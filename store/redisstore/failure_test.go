@@ -358,7 +358,7 @@ func TestRedisOutageCountsARequestKeptToBeConfirmed(t *testing.T) {
 	s := newURLStore(t, srv, store.FailureLocal, &ev)
 	const key = "k8s:kept:api.example.com"
 	p := store.Policy{Strategy: store.StrategyWindow, Limit: 2, Timespan: time.Minute}
-	kept, err := s.Reserve(context.Background(), key, p, store.Request{MaxWait: store.NoMaxWait, Deferred: true})
+	kept, err := s.Reserve(context.Background(), key, p, deferredAtOnce)
 	require.NoError(t, err)
 	require.True(t, kept.OK)
 	require.NotZero(t, kept.ID)
@@ -390,7 +390,7 @@ func TestRedisCooldownElsewhereWakesWaitersWithNothingAhead(t *testing.T) {
 		default:
 		}
 	})
-	res, err := a.Reserve(context.Background(), key, p, store.Request{MaxWait: store.NoMaxWait, Deferred: true})
+	res, err := a.Reserve(context.Background(), key, p, deferredAtOnce)
 	require.NoError(t, err)
 	require.Zero(t, res.Wait, "admitted at once: nothing ahead")
 

@@ -3,7 +3,6 @@ package redisstore
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -136,7 +135,7 @@ func (b *redisBudget) atOnce(id uint64) (record, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	rec, ok := b.outstanding[id]
-	return rec, ok && strings.HasPrefix(rec.member, "=")
+	return rec, ok && rec.keptAsSend()
 }
 
 // recordBatch records sends of one budget kept as sends at their slots,

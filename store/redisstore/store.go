@@ -346,6 +346,11 @@ type record struct {
 	logged int64  // admitted at once: when its send was logged at its slot, µs of the local clock; 0: not logged
 }
 
+// keptAsSend reports whether the reservation was admitted at once and is
+// kept as a send at its slot (named '=' and its member) until its request
+// leaves (see lua/sent.lua).
+func (r record) keptAsSend() bool { return strings.HasPrefix(r.member, "=") }
+
 // record returns what a reply that recorded a reservation says of it.
 func (r reply) record() record { return record{member: r.member, at: r.now, mark: r.mark} }
 
@@ -481,7 +486,7 @@ func (s *Store) answerLocked(b *redisBudget, id uint64, r store.Request, rep rep
 		// that an outage starting before it leaves counts it locally.
 		res.ID = id
 		rec := rep.record()
-		if !strings.HasPrefix(rec.member, "=") {
+		if !rec.keptAsSend() {
 			rec.member = "=" + rec.member
 		}
 		rec.logged = s.sent(b, b.policy)
@@ -569,7 +574,7 @@ func (s *Store) confirm(ctx context.Context, b *redisBudget, id uint64, leftAt i
 		holding = "1"
 	}
 	b.mu.Unlock()
-	if strings.HasPrefix(rec.member, "=") {
+	if rec.keptAsSend() {
 		done, err := s.confirmAtOnce(ctx, b, id, rec, p, leftAt)
 		if errors.Is(err, store.ErrUnknownReservation) {
 			return 0, err
@@ -674,7 +679,7 @@ func (s *Store) Release(ctx context.Context, key string, id uint64) error {
 	delete(b.outstanding, id)
 	p := b.policy
 	b.mu.Unlock()
-	if !mine || s.down.Load() || strings.HasPrefix(rec.member, "=") {
+	if !mine || s.down.Load() || rec.keptAsSend() {
 		// A reservation admitted at once has had its slot: it stays
 		// counted there.
 		return nil
