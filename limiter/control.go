@@ -200,7 +200,7 @@ func (c *control) throttled(seq uint64, peers, running, processes int, now time.
 		// the requests in flight looked: the server frees a seat a
 		// moment after its answer arrives, so that a probe's throttle
 		// can come with fewer in flight than the seats that held.
-		c.limit = max(c.limit, min(c.held, c.max))
+		c.limit = max(c.limit, c.held)
 		ceiling = max(ceiling, int(c.held))
 	}
 	c.ssthresh = c.limit
