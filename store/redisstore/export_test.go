@@ -81,3 +81,20 @@ func ParseCut(s *Store, msg string) (store.SeatCut, bool) { return s.parseCut(ms
 
 // CutMessage returns the message with which process proc shares cut.
 func CutMessage(proc string, cut store.SeatCut) string { return cutMessage(proc, cut) }
+
+// LuaHot is the start of every script (lua/hot.lua), for tests of its
+// functions on a real Redis.
+var LuaHot = luaHot
+
+// RedisKeys returns the Redis keys of budget key.
+func RedisKeys(key string) []string { return redisKeys(key) }
+
+// PastFirstUse makes every budget s has used count its processes every
+// presence interval, as it does once its first seconds have passed (see
+// countEarly): the steady state, for benchmarks.
+func PastFirstUse(s *Store) {
+	s.budgets.Range(func(_, v any) bool {
+		v.(*redisBudget).born -= micros(earlyFor)
+		return true
+	})
+}

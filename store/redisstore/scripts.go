@@ -7,7 +7,7 @@ import (
 )
 
 // The Lua scripts of the Redis store. Each runs atomically on the Redis
-// server, reads time from it (TIME) and touches only the four keys of one
+// server, reads time from it (TIME) and touches only the five keys of one
 // budget, passed through KEYS. hot.lua starts every script; prelude.lua
 // adds what the upkeep scripts share.
 var (
@@ -65,9 +65,9 @@ func upkeepScript(body string) *redis.Script {
 	return redis.NewScript(luaHot + "\n" + luaPrelude + "\n" + body)
 }
 
-// redisKeys returns the four Redis keys of a budget. They all carry the
+// redisKeys returns the five Redis keys of a budget. They all carry the
 // budget key as their hash tag, so that they live in one Cluster slot.
 func redisKeys(key string) []string {
 	tag := "{" + key + "}"
-	return []string{tag + ":w", tag + ":f", tag + ":m", tag + ":p"}
+	return []string{tag + ":w", tag + ":f", tag + ":m", tag + ":p", tag + ":s"}
 }

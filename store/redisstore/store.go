@@ -387,9 +387,15 @@ func (s *Store) reserve(ctx context.Context, b *redisBudget, p store.Policy, r s
 		}
 		var first int
 		first, latest = latestHeld(held, limit)
-		sentAtOnce := "1" // a held request being recorded (ahead == NoMaxWait) confirms
-		if ahead == store.NoMaxWait {
+		// How a request admitted at once is recorded: a send, one kept for
+		// Sent to move (deferred), or a held request being recorded
+		// (ahead == NoMaxWait), whose waiter confirms.
+		sentAtOnce := "1"
+		switch {
+		case ahead == store.NoMaxWait:
 			sentAtOnce = "0"
+		case r.Deferred:
+			sentAtOnce = "2"
 		}
 		args = append(args, floor, first, sentAtOnce)
 	}

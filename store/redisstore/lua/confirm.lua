@@ -60,6 +60,9 @@ local function sent(m)
   local c = string.sub(m, 1, 1)
   return c == '=' or c == '!'
 end
+-- The ring's sends (see hot.lua) are sends too: those up to now leave
+-- before it, or are sends after it (those later than its slot).
+ringLoad()
 local old = redis.call('ZRANK', W, member)
 local leaving = {}
 if old > 0 then
@@ -71,11 +74,14 @@ for i = 1, #after, 2 do
   local at = tonumber(after[i + 1])
   if sent(after[i]) and (at > s or after[i] > member) then leaving[#leaving + 1] = at end
 end
-local t = math.max(now, hnum('cd'))
-if #leaving >= limit then
-  table.sort(leaving)
-  t = math.max(t, leaving[#leaving - limit + 1] + span)
+local later = 0 -- the ring's sends later than now
+for _, x in ipairs(ringAfter(s)) do
+  if x > now then later = later + 1 end
 end
+table.sort(leaving, function(x, y) return x > y end)
+local t = math.max(now, hnum('cd'))
+local lth = lthOf(leaving, limit, later)
+if lth then t = math.max(t, lth + span) end
 -- The entries this moves to an instant sort there, as the memory store
 -- keeps them, before those already there, in the order they had: each
 -- is renamed 'm' .. a place of this move .. ':' .. its holder (a released
@@ -117,14 +123,23 @@ if t > now then
 else
   redis.call('ZREM', W, member)
   forget(member)
-  redis.call('ZADD', W, now, '=' .. member)
+  if mixed() then
+    redis.call('ZADD', W, now, '=' .. member)
+  else
+    ringAdd(now, limit)
+    redis.call('HSET', M, ringFields())
+  end
 end
 local function left()
   local out = {0}
   if t > now then out[1] = tonumber(redis.call('ZSCORE', W, member)) - now end
   if ARGV[9] == '1' then
+    -- The limit latest of W's and the ring's, merged, in order.
     local e = redis.call('ZRANGE', W, -limit, -1, 'WITHSCORES')
-    for i = 2, #e, 2 do out[#out + 1] = tonumber(e[i]) end
+    local xs = ringRead(math.max(ring.n - limit, 0), ring.n)
+    for i = 2, #e, 2 do xs[#xs + 1] = tonumber(e[i]) end
+    table.sort(xs)
+    for i = math.max(#xs - limit + 1, 1), #xs do out[#out + 1] = xs[i] end
   end
   return out
 end
@@ -135,12 +150,15 @@ for i = 1, #due, 2 do
   -- the order they were reserved (see hot.lua).
   if m ~= member and not sent(m) and (tonumber(due[i + 1]) > s or m > was) then move(m, t) end
 end
-local n = redis.call('ZCARD', W)
+-- The entries from its place on: W's, and the ring's sends later than
+-- its slot (those at its slot sort before it, as sends).
+local tail = ringAfter(s)
+local n = redis.call('ZCARD', W) + #tail
 if n <= old + limit then return left() end
-local lo = math.max(old - limit, 0)
-local e = redis.call('ZRANGE', W, lo, -1, 'WITHSCORES')
+local e = redis.call('ZRANGE', W, old, -1, 'WITHSCORES')
 local list = {}
 for i = 1, #e, 2 do list[#list + 1] = {name = e[i], at = tonumber(e[i + 1]), sent = sent(e[i]), i = i} end
+for _, x in ipairs(tail) do list[#list + 1] = {name = '=', at = x, sent = true, i = 0} end
 -- In time order, sends before reservations at the same instant, the late
 -- one before those it precedes.
 table.sort(list, function(x, y)
@@ -149,7 +167,7 @@ table.sort(list, function(x, y)
   if (x.name == member) ~= (y.name == member) then return x.name == member end
   return x.i < y.i
 end)
-for j = old - lo + 1 + limit, #list do
+for j = 1 + limit, #list do
   local x = list[j]
   if not x.sent then
     local want = math.max(list[j - 1].at, list[j - limit].at + span)

@@ -1,7 +1,9 @@
--- Shared by every script. KEYS: the budget's entries (W: every send of a
--- window; the waiting reservations of a linear budget), its freed slots
--- (F), its state (M) and the presence of the processes sharing it (P). All
--- four carry the budget key in a hash tag: one Cluster slot.
+-- Shared by every script. KEYS: the budget's entries (W: the waiting
+-- reservations, and the sends a Confirm or a Sent may still move or that
+-- have names, of a window; the waiting reservations of a linear budget),
+-- its freed slots (F), its state (M), the presence of the processes
+-- sharing it (P) and the other sends of a window (S, see the ring below).
+-- All five carry the budget key in a hash tag: one Cluster slot.
 -- ARGV[1] time offset (µs, 0 outside tests), [2] 1 for a window budget,
 -- [3] this process's name, [4] how long its presence lasts (µs), [5] the
 -- timespan (µs), [6] whether to refresh this process's presence: 1 yes,
@@ -14,7 +16,7 @@
 -- commands; what keeps the budget tidy runs rarely: renew, at most every
 -- renewEvery, and the upkeep of upkeep.lua while this process has
 -- requests waiting.
-local W, F, M, P = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local W, F, M, P, S = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local windowed = ARGV[2] == '1'
 local proc, ttl, span = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
 local clock = redis.call('TIME')
@@ -34,24 +36,42 @@ end
 -- not divide evenly.
 local rank = -1
 
+-- earlier is whether a process of an earlier version shares the budget,
+-- when counted (nil: not counted; see mixed).
+local earlier
+
 -- count returns the number of live processes sharing the budget, and sets
--- rank.
+-- rank. It notes in M's mixed whether one of them is of an earlier
+-- version, which reads no ring (see below): each process of this version
+-- marks itself in M's v:<process> while present.
 local function count()
   local live = redis.call('ZRANGEBYSCORE', P, '(' .. num(now), '+inf')
   rank = 0
+  local marks = {'mixed'}
   for _, p in ipairs(live) do
     if p < proc then rank = rank + 1 end
+    marks[#marks + 1] = 'v:' .. p
+  end
+  if #marks > 1 then
+    local v = redis.call('HMGET', M, unpack(marks))
+    local mixed = '0'
+    for i = 2, #v do
+      if not v[i] then mixed = '1' end
+    end
+    if v[1] ~= mixed then redis.call('HSET', M, 'mixed', mixed) end
+    earlier = mixed == '1'
   end
   return #live
 end
 
 -- join refreshes this process's presence. When it had lapsed (or begins),
--- M's e:<process> records when it began again: a reservation recorded
--- since then has not been freed for a lapse, nor lost with the budget
--- (see confirm.lua). The field goes with the process's presence.
+-- M's v:<process> marks it of this version, and e:<process> records when
+-- it began again: a reservation recorded since then has not been freed
+-- for a lapse, nor lost with the budget (see confirm.lua). The fields go
+-- with the process's presence.
 local function join()
   local s = redis.call('ZSCORE', P, proc)
-  if not s or tonumber(s) <= now then redis.call('HSET', M, 'e:' .. proc, now) end
+  if not s or tonumber(s) <= now then redis.call('HSET', M, 'e:' .. proc, now, 'v:' .. proc, 1) end
   redis.call('ZADD', P, now + ttl, proc)
 end
 
@@ -87,7 +107,8 @@ local function renew(due, cd, limit)
     if string.sub(f, 1, 2) == 'b:' and not redis.call('ZSCORE', W, string.sub(f, 3)) then
       redis.call('HDEL', M, f, 'a:' .. redis.call('HGET', M, f))
     end
-    if string.sub(f, 1, 2) == 'e:' then
+    local kind = string.sub(f, 1, 2)
+    if kind == 'e:' or kind == 'v:' then
       local s = redis.call('ZSCORE', P, string.sub(f, 3))
       if not s or tonumber(s) <= now then redis.call('HDEL', M, f) end
     end
@@ -99,7 +120,7 @@ local function renew(due, cd, limit)
     redis.call('HSET', M, 'limit', limit, 'strategy', strategy)
   end
   local ms = math.ceil((math.max(cd, now) - now + 2 * span + renewEvery + ttl) / 1000) + 5000
-  for _, k in ipairs({W, F, M, P}) do redis.call('PEXPIRE', k, ms) end
+  for _, k in ipairs({W, F, M, P, S}) do redis.call('PEXPIRE', k, ms) end
 end
 
 -- Member names. A reservation is named 'r' .. its place .. ':' .. the
@@ -199,4 +220,180 @@ local function jitter(wait, j, maxwait)
   local room = maxwait - wait
   if room < j then return math.max(room, 0) end
   return j
+end
+
+-- The ring. A window counts its sends by instant only: the limit-th
+-- latest decides where the next request goes. So the sends that no
+-- Confirm or Sent still moves are kept in S, a string of 8-byte instants
+-- (big-endian doubles of µs), the latest `limit` of them at most, in time
+-- order from M's sh (the oldest's place) around a buffer of sc places, sn
+-- of them used; sl is the latest instant. A send is added with one
+-- SETRANGE, in place, over the oldest when the buffer is full: the buffer
+-- grows, doubling up to the limit, only when its oldest send is still
+-- within a timespan, and only by being written anew (SET, which allocates
+-- no more than it holds). A send older than the limit-th latest, or than
+-- a timespan, counts for nothing that the window decides.
+-- While a process of an earlier version shares the budget (M's mixed is
+-- 1, see count), sends go to W as before, named '=' and their members,
+-- where every version counts them; the ring's are counted by this
+-- version, and the earlier one's too once they leave (a rolling upgrade).
+local ring
+
+-- mixed reports whether a process of an earlier version shares the
+-- budget: as counted by this script, else from M's mixed as read (v, nil:
+-- read it).
+local function mixed(v)
+  if earlier ~= nil then return earlier end
+  if v == nil then v = redis.call('HGET', M, 'mixed') end
+  return v == '1'
+end
+
+-- ringOf sets the ring from M's sh, sn, sc and sl as read.
+local function ringOf(h, n, c, l)
+  ring = {h = tonumber(h) or 0, n = tonumber(n) or 0, c = tonumber(c) or 0, l = tonumber(l) or 0}
+end
+
+-- ringLoad reads the ring from M unless read already.
+local function ringLoad()
+  if not ring then
+    local v = redis.call('HMGET', M, 'sh', 'sn', 'sc', 'sl')
+    ringOf(v[1], v[2], v[3], v[4])
+  end
+  return ring
+end
+
+-- ringFields returns M's fields that describe the ring, to be written.
+local function ringFields()
+  return 'sh', ring.h, 'sn', ring.n, 'sc', ring.c, 'sl', num(ring.l)
+end
+
+-- ringRead returns the instants at places i to j - 1 of the ring, counted
+-- from its oldest, in order.
+local function ringRead(i, j)
+  local out = {}
+  if j <= i then return out end
+  local p = (ring.h + i) % ring.c
+  local q = p + j - i
+  local bytes
+  if q <= ring.c then
+    bytes = redis.call('GETRANGE', S, p * 8, q * 8 - 1)
+  else
+    bytes = redis.call('GETRANGE', S, p * 8, ring.c * 8 - 1) .. redis.call('GETRANGE', S, 0, (q - ring.c) * 8 - 1)
+  end
+  for k = 0, j - i - 1 do out[k + 1] = struct.unpack('>d', bytes, k * 8 + 1) end
+  return out
+end
+
+-- ringWrite writes instants xs at places i onwards of the ring.
+local function ringWrite(i, xs)
+  local parts = {}
+  for k, x in ipairs(xs) do parts[k] = struct.pack('>d', x) end
+  local bytes = table.concat(parts)
+  local p = (ring.h + i) % ring.c
+  local room = (ring.c - p) * 8
+  if #bytes <= room then
+    redis.call('SETRANGE', S, p * 8, bytes)
+  else
+    redis.call('SETRANGE', S, p * 8, string.sub(bytes, 1, room))
+    redis.call('SETRANGE', S, 0, string.sub(bytes, room + 1))
+  end
+end
+
+-- ringRebuild writes the ring anew with xs, in order, in a buffer of c
+-- places (the latest c of xs, when there are more), and gives S the
+-- expiry of M.
+local function ringRebuild(xs, c)
+  local from = math.max(#xs - c, 0)
+  local parts = {}
+  for k = from + 1, #xs do parts[#parts + 1] = struct.pack('>d', xs[k]) end
+  ring.h, ring.n, ring.c = 0, #parts, c
+  if #xs > 0 then ring.l = xs[#xs] end
+  redis.call('SET', S, table.concat(parts) .. string.rep('\0', (c - #parts) * 8))
+  local ms = redis.call('PTTL', M)
+  if ms > 0 then redis.call('PEXPIRE', S, ms) end
+end
+
+-- ringAdd adds a send at instant at to a ring of at most limit places.
+-- The caller writes ringFields to M.
+local function ringAdd(at, limit)
+  limit = math.max(limit, 1)
+  if ring.n > 0 and at < ring.l then
+    -- Out of order: written anew, in its place (rare: a send recorded
+    -- late, or learned after an outage).
+    local xs = ringRead(0, ring.n)
+    local k = #xs
+    while k > 0 and xs[k] > at do k = k - 1 end
+    table.insert(xs, k + 1, at)
+    ringRebuild(xs, math.max(math.min(ring.c, limit), math.min(#xs, limit)))
+    return
+  end
+  if ring.n == ring.c and ring.c > 0 and ring.c < limit then
+    -- Full: the sends a timespan past make room, all at once, or the
+    -- buffer grows.
+    local stale, lo = 0, 0
+    while lo < ring.n do
+      local xs = ringRead(lo, math.min(lo + 32, ring.n))
+      for _, x in ipairs(xs) do
+        if x > now - span then break end
+        stale = stale + 1
+      end
+      if stale < lo + #xs then break end
+      lo = lo + #xs
+    end
+    ring.h, ring.n = (ring.h + stale) % ring.c, ring.n - stale
+  end
+  if ring.n == ring.c and ring.c < limit then
+    local xs = ringRead(0, ring.n)
+    xs[#xs + 1] = at
+    ringRebuild(xs, math.min(math.max(16, 2 * ring.c), limit))
+    return
+  end
+  if ring.n == ring.c then
+    ring.h = (ring.h + 1) % ring.c
+    ring.n = ring.n - 1
+  end
+  ringWrite(ring.n, {at})
+  ring.n = ring.n + 1
+  ring.l = at
+end
+
+-- lthOf returns the limit-th latest instant of the entries ws (instants,
+-- latest first: W's, up to limit of them) and the ring's but its skip
+-- latest. With w_j and s_i the j-th and i-th latest of each, it is the
+-- latest of min(w_j, s_(limit-j)) over j (w_0 and s_0 being +inf); nil
+-- when there are fewer than limit entries. It reads from the ring only the
+-- sends that can be that one.
+local function lthOf(ws, limit, skip)
+  local n = math.max(ring.n - skip, 0)
+  local lo, hi = math.max(limit - n, 0), math.min(#ws, limit)
+  if lo > hi then return nil end
+  -- s_iMax (the earliest needed) to s_iMin, in order.
+  local iMin, iMax = math.max(limit - hi, 1), limit - lo
+  local s = ringRead(n - iMax, n - iMin + 1)
+  local best
+  for j = lo, hi do
+    local i, x = limit - j, nil
+    if i > 0 then x = s[iMax - i + 1] end
+    if j > 0 and (not x or ws[j] < x) then x = ws[j] end
+    if x and (not best or x > best) then best = x end
+  end
+  return best
+end
+
+-- ringAfter returns the ring's sends later than instant x, in order,
+-- reading it from its latest.
+local function ringAfter(x)
+  local out, hi = {}, ring.n
+  while hi > 0 do
+    local lo = math.max(hi - 32, 0)
+    local xs = ringRead(lo, hi)
+    local k = #xs
+    while k > 0 and xs[k] > x do k = k - 1 end
+    for i = #xs, k + 1, -1 do out[#out + 1] = xs[i] end
+    if k > 0 then break end
+    hi = lo
+  end
+  local n = #out
+  for i = 1, math.floor(n / 2) do out[i], out[n - i + 1] = out[n - i + 1], out[i] end
+  return out
 end

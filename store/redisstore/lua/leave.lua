@@ -5,5 +5,5 @@ for i = 1, #ahead, 2 do
   if owner(ahead[i]) == proc then free(ahead[i], tonumber(ahead[i + 1])) end
 end
 redis.call('ZREM', P, proc)
-redis.call('HDEL', M, 'e:' .. proc)
+redis.call('HDEL', M, 'e:' .. proc, 'v:' .. proc)
 return 0

@@ -4,8 +4,9 @@
 -- reservation may be recorded, [13] the latest slot given to those held
 -- requests before jitter (0: none), [14] j, the rank among the held slots
 -- of the latest in [18] (0: none held), [15]
--- 1 when a request admitted at once is sent without a Confirm (0 for a
--- held request being recorded, whose waiter confirms), [16] the
+-- 1 when a request admitted at once is sent without a Confirm, 2 when it
+-- is kept to be confirmed by Sent (store.Request.Deferred), 0 for a held
+-- request being recorded, whose waiter confirms, [16] the
 -- estimated slot of the held request being recorded (0: none), [17] its
 -- slot before jitter, [18] 1 when that held request was released (its
 -- slot is recorded as released), [19] the j-th to the min(held, L)-th
@@ -22,15 +23,24 @@ local est, estBase = tonumber(ARGV[16]), tonumber(ARGV[17])
 -- A send admitted at once is recorded under the name of a send: a late
 -- waiter's Confirm never moves it.
 local function named(m, wait)
-  if wait <= 0 and ARGV[15] == '1' then return '=' .. m end
+  if wait <= 0 and ARGV[15] ~= '0' then return '=' .. m end
   return m
 end
 
-local st = redis.call('HMGET', M, 'cd', 'last', 'nf', 'ren')
+local st = redis.call('HMGET', M, 'cd', 'last', 'nf', 'ren', 'sh', 'sn', 'sc', 'sl', 'mixed')
 local cd = tonumber(st[1]) or 0
+ringOf(st[5], st[6], st[7], st[8])
 renew(tonumber(st[4]) or 0, cd, limit)
 local procs = here(false)
-redis.call('ZREMRANGEBYSCORE', W, '(0', num(now - span))
+-- W's latest entries, up to limit. Those a timespan past count for
+-- nothing; they go when they are among them, or W holds more.
+local w = redis.call('ZREVRANGE', W, 0, limit - 1, 'WITHSCORES')
+if #w > 0 then
+  local oldest = tonumber(w[#w])
+  if #w == 2 * limit or (oldest > 0 and oldest <= now - span) then
+    redis.call('ZREMRANGEBYSCORE', W, '(0', num(now - span))
+  end
+end
 local cooling = 0
 if cd > now then cooling = 1 end
 local last = tonumber(st[2]) or 0
@@ -41,8 +51,10 @@ local t0 = math.max(now, cd, last)
 local slot = math.max(t0, heldFloor)
 local after = 0 -- the L-th latest instant plus one span
 if held == 0 then
-  local e = redis.call('ZRANGE', W, -limit, -limit, 'WITHSCORES')
-  if #e > 0 then after = tonumber(e[2]) + span end
+  local ws = {}
+  for k = 2, #w, 2 do ws[k / 2] = tonumber(w[k]) end
+  local lth = lthOf(ws, limit, 0)
+  if lth then after = lth + span end
 else
   -- The L-th latest of the recorded instants (R) and the held slots (H),
   -- R_i and H_j being the i-th and j-th latest, is the latest of
@@ -52,10 +64,19 @@ else
   local hs = {}
   for x in string.gmatch(ARGV[19], '%d+') do hs[#hs + 1] = tonumber(x) end
   local last = heldFirst + #hs - 1
-  local r = {}
   local lo, hi = math.max(limit - last, 1), limit - heldFirst + 1
-  local e = redis.call('ZREVRANGE', W, lo - 1, hi - 1, 'WITHSCORES')
-  for k = 2, #e, 2 do r[lo + k / 2 - 1] = tonumber(e[k]) end
+  -- The hi latest of W's and the ring's, merged.
+  local r, a = {}, 1
+  local s = ringRead(math.max(ring.n - hi, 0), ring.n)
+  local b = #s
+  while #r < hi and (2 * a <= #w or b > 0) do
+    local x = w[2 * a] and tonumber(w[2 * a])
+    if x and (b == 0 or x >= s[b]) then
+      r[#r + 1], a = x, a + 1
+    else
+      r[#r + 1], b = s[b], b - 1
+    end
+  end
   local lth = r[hi]
   for j = heldFirst, last do
     local h, i = hs[j - heldFirst + 1], limit - j
@@ -100,7 +121,12 @@ if wait > 0 then
 end
 if wait > maxwait then return {0, wait, cooling, now, base, procs, rank, base, member} end
 if wait > 0 and (held > 0 or wait > horizon) then return {2, wait, cooling, now, base, procs, rank, base, member} end
+if wait <= 0 and ARGV[15] == '1' and not mixed(st[9] or false) then
+  ringAdd(slot, limit)
+  redis.call('HSET', M, 'last', base, 'limit', limit, ringFields())
+  return {1, wait, cooling, now, base, procs, rank, base, member}
+end
 redis.call('ZADD', W, slot, named(member, wait))
-redis.call('HSET', M, 'last', base)
+redis.call('HSET', M, 'last', base, 'limit', limit)
 if wait > 0 then here(true) end
 return {1, wait, cooling, now, base, procs, rank, base, member}

@@ -5,29 +5,45 @@
 -- whether its request may leave now (a cooldown then holds it back), 0
 -- when the requests have left; then, per send, its name and how far (µs)
 -- the instant its request left lies from now (0 for a waiter asking).
+-- A send moved there, or left at its slot when that is later, goes to
+-- the ring (see hot.lua): nothing moves it any more.
 -- Returns a code per send: 0 when moved to that instant, -1 when the
 -- budget no longer holds it, -2 when moving it could crowd a reservation a
 -- timespan after its slot (or, when asked, a cooldown lasts): it is then a
 -- waiting reservation again, under its member's name, for confirm.lua.
 local asks = ARGV[7] == '1'
+ringLoad()
+local limit, moved, shared = hnum('limit'), false, mixed()
+
+-- keep moves the send name from W to the ring, at instant at.
+local function keep(name, at)
+  if shared then
+    redis.call('ZADD', W, at, name)
+    return 0
+  end
+  redis.call('ZREM', W, name)
+  ringAdd(at, limit)
+  moved = true
+  return 0
+end
 
 local function record(name, at)
   local s = redis.call('ZSCORE', W, name)
   if not s then return -1 end
   s = tonumber(s)
-  if s >= at then return 0 end
+  if s >= at then return keep(name, s) end
   local crowds = #redis.call('ZRANGEBYSCORE', W, num(s + span), '+inf', 'LIMIT', 0, 1) > 0
   if crowds or (asks and hnum('cd') > at) then
     redis.call('ZREM', W, name)
     redis.call('ZADD', W, s, string.sub(name, 2))
     return -2
   end
-  redis.call('ZADD', W, at, name)
-  return 0
+  return keep(name, at)
 end
 
 local out = {}
 for i = 8, #ARGV - 1, 2 do
   out[#out + 1] = record(ARGV[i], now + tonumber(ARGV[i + 1]))
 end
+if moved then redis.call('HSET', M, ringFields()) end
 return out

@@ -11,6 +11,10 @@ local used = 0
 if strategy == 'window' then
   waiting = waiting - redis.call('ZCOUNT', F, '(' .. num(now), '+inf')
   used = redis.call('ZCOUNT', W, '(' .. num(now - length), num(now))
+  ringLoad()
+  for _, x in ipairs(ringAfter(now - length)) do
+    if x <= now then used = used + 1 end
+  end
 end
 local seatLimit, inUse = 0, 0
 for _, p in ipairs(redis.call('ZRANGEBYSCORE', P, '(' .. num(now), '+inf')) do
