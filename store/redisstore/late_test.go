@@ -73,3 +73,31 @@ func TestRedisLinearReservationFreedForALapseIsReservedAgain(t *testing.T) {
 	assert.InDelta(t, float64(10*time.Second), float64(left), float64(redisTolerance),
 		"its slot was freed: it takes a slot again, after b's two, instead of being sent uncounted")
 }
+
+// A request kept as a send at its slot that waits for a seat longer than
+// a timespan finds its entry gone when it asks to leave; taking a slot
+// again, it leaves at once and is counted as a send where it leaves, not
+// as a reservation that a late send could move on.
+func TestRedisARequestThatTakesASlotAgainAndLeavesIsASend(t *testing.T) {
+	client, s := startStore(t, redisstore.Options{Presence: time.Hour})
+	ctx := context.Background()
+	p := store.Policy{Strategy: store.StrategyWindow, Limit: 2, Timespan: 10 * time.Second}
+	a, err := s.Reserve(ctx, "k", p, deferredAtOnce)
+	require.NoError(t, err)
+	require.Zero(t, a.Wait)
+
+	redisstore.Advance(s, 11*time.Second)
+	b, err := s.Reserve(ctx, "k", p, anyWait) // the window drops a's entry, a timespan old
+	require.NoError(t, err)
+	require.Zero(t, b.Wait)
+	left, err := s.Confirm(ctx, "k", a.ID)
+	require.NoError(t, err)
+	assert.Zero(t, left, "room for it now")
+
+	waiting, err := client.ZCount(ctx, "{k}:w", "(0", "+inf").Result()
+	require.NoError(t, err)
+	sends, err := client.HGet(ctx, "{k}:m", "sn").Int()
+	require.NoError(t, err)
+	assert.Zero(t, waiting, "no reservation left behind")
+	assert.Equal(t, 2, sends, "b and a, sent")
+}

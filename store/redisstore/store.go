@@ -389,10 +389,12 @@ func (s *Store) reserve(ctx context.Context, b *redisBudget, p store.Policy, r s
 		first, latest = latestHeld(held, limit)
 		// How a request admitted at once is recorded: a send, one kept for
 		// Sent to move (deferred), or a held request being recorded
-		// (ahead == NoMaxWait), whose waiter confirms.
+		// (promoted), whose waiter confirms. A request that takes a slot
+		// again (its reservation lost, or decided in-process during an
+		// outage) and has it now leaves at once: a send.
 		sentAtOnce := "1"
 		switch {
-		case ahead == store.NoMaxWait:
+		case promoted != nil:
 			sentAtOnce = "0"
 		case r.Deferred:
 			sentAtOnce = "2"
