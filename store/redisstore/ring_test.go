@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -148,4 +149,20 @@ func TestRedisWindowRingReusesTheRoomOfSendsPastTheTimespan(t *testing.T) {
 	size, err := client.StrLen(ctx, "{k}:s").Result()
 	require.NoError(t, err)
 	assert.EqualValues(t, 16*8, size, "room for the 16 sends of one timespan")
+}
+
+// ringSends returns how many sends the ring of budget key holds, as the
+// budget's state describes it.
+func ringSends(t *testing.T, c *redis.Client, key string) int {
+	t.Helper()
+	v, err := c.HGet(context.Background(), "{"+key+"}:m", "ring").Result()
+	if errors.Is(err, redis.Nil) {
+		return 0
+	}
+	require.NoError(t, err)
+	f := strings.Fields(v)
+	require.Len(t, f, 5, "ring %q", v)
+	n, err := strconv.Atoi(f[1])
+	require.NoError(t, err)
+	return n
 }

@@ -54,17 +54,13 @@ func TestRedisKeepsSendsWhereAnEarlierVersionCountsThem(t *testing.T) {
 		require.NoError(t, err)
 		return n
 	}
-	inRing := func() int {
-		n, _ := client.HGet(ctx, "{k}:m", "sn").Int()
-		return n
-	}
 
 	send()
 	assert.EqualValues(t, 1, inW(), "a send the earlier version counts")
-	assert.Zero(t, inRing())
+	assert.Zero(t, ringSends(t, client, "k"))
 
 	require.NoError(t, client.ZRem(ctx, "{k}:p", earlier).Err()) // it leaves
 	send()
 	assert.EqualValues(t, 1, inW())
-	assert.Equal(t, 1, inRing(), "only this version shares it now")
+	assert.Equal(t, 1, ringSends(t, client, "k"), "only this version shares it now")
 }

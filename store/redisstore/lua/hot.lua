@@ -226,8 +226,8 @@ end
 -- latest decides where the next request goes. So the sends that no
 -- Confirm or Sent still moves are kept in S, a string of 8-byte instants
 -- (big-endian doubles of µs), the latest `limit` of them at most, in time
--- order from M's sh (the oldest's place) around a buffer of sc places, sn
--- of them used; sl is the latest instant. A send is added with one
+-- order from the oldest's place around a buffer of places, as M's ring
+-- field describes it (see ringOf), with the latest instant. A send is added with one
 -- SETRANGE, in place, over the oldest when the buffer is full: the buffer
 -- grows, doubling up to the limit, only when its oldest send is still
 -- within a timespan, and only by being written anew (SET, which allocates
@@ -248,23 +248,23 @@ local function mixed(v)
   return v == '1'
 end
 
--- ringOf sets the ring from M's sh, sn, sc and sl as read.
-local function ringOf(h, n, c, l)
-  ring = {h = tonumber(h) or 0, n = tonumber(n) or 0, c = tonumber(c) or 0, l = tonumber(l) or 0}
+-- ringOf sets the ring from M's ring field as read (v, false or nil:
+-- none): "<place of the oldest> <count> <places> <latest instant>
+-- <limit>", the limit being the one its size grows to.
+local function ringOf(v)
+  local h, n, c, l, lim = string.match(v or '', '^(%d+) (%d+) (%d+) (%d+) (%d+)$')
+  ring = {h = tonumber(h) or 0, n = tonumber(n) or 0, c = tonumber(c) or 0, l = tonumber(l) or 0, limit = tonumber(lim) or 0}
 end
 
 -- ringLoad reads the ring from M unless read already.
 local function ringLoad()
-  if not ring then
-    local v = redis.call('HMGET', M, 'sh', 'sn', 'sc', 'sl')
-    ringOf(v[1], v[2], v[3], v[4])
-  end
+  if not ring then ringOf(redis.call('HGET', M, 'ring')) end
   return ring
 end
 
--- ringFields returns M's fields that describe the ring, to be written.
+-- ringFields returns M's field that describes the ring, to be written.
 local function ringFields()
-  return 'sh', ring.h, 'sn', ring.n, 'sc', ring.c, 'sl', num(ring.l)
+  return 'ring', string.format('%d %d %d %.0f %d', ring.h, ring.n, ring.c, ring.l, ring.limit)
 end
 
 -- ringRead returns the instants at places i to j - 1 of the ring, counted
@@ -317,6 +317,7 @@ end
 -- The caller writes ringFields to M.
 local function ringAdd(at, limit)
   limit = math.max(limit, 1)
+  ring.limit = limit
   if ring.n > 0 and at < ring.l then
     -- Out of order: written anew, in its place (rare: a send recorded
     -- late, or learned after an outage).

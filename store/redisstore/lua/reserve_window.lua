@@ -27,9 +27,9 @@ local function named(m, wait)
   return m
 end
 
-local st = redis.call('HMGET', M, 'cd', 'last', 'nf', 'ren', 'sh', 'sn', 'sc', 'sl', 'mixed')
+local st = redis.call('HMGET', M, 'cd', 'last', 'nf', 'ren', 'ring', 'mixed')
 local cd = tonumber(st[1]) or 0
-ringOf(st[5], st[6], st[7], st[8])
+ringOf(st[5])
 renew(tonumber(st[4]) or 0, cd, limit)
 local procs = here(false)
 -- W's latest entries, up to limit. Those a timespan past count for
@@ -121,12 +121,12 @@ if wait > 0 then
 end
 if wait > maxwait then return {0, wait, cooling, now, base, procs, rank, base, member} end
 if wait > 0 and (held > 0 or wait > horizon) then return {2, wait, cooling, now, base, procs, rank, base, member} end
-if wait <= 0 and ARGV[15] == '1' and not mixed(st[9] or false) then
+if wait <= 0 and ARGV[15] == '1' and not mixed(st[6] or false) then
   ringAdd(slot, limit)
-  redis.call('HSET', M, 'last', base, 'limit', limit, ringFields())
+  redis.call('HSET', M, 'last', base, ringFields())
   return {1, wait, cooling, now, base, procs, rank, base, member}
 end
 redis.call('ZADD', W, slot, named(member, wait))
-redis.call('HSET', M, 'last', base, 'limit', limit)
+redis.call('HSET', M, 'last', base)
 if wait > 0 then here(true) end
 return {1, wait, cooling, now, base, procs, rank, base, member}

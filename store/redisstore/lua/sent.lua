@@ -13,7 +13,10 @@
 -- waiting reservation again, under its member's name, for confirm.lua.
 local asks = ARGV[7] == '1'
 ringLoad()
-local limit, moved, shared = hnum('limit'), false, mixed()
+-- The limit the ring grows to; before it exists, the policy's as renew
+-- records it.
+local limit, moved, shared = ring.limit, false, mixed()
+if limit == 0 then limit = hnum('limit') end
 
 -- keep moves the send name from W to the ring, at instant at.
 local function keep(name, at)
