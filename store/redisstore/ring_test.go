@@ -166,3 +166,30 @@ func ringSends(t *testing.T, c *redis.Client, key string) int {
 	require.NoError(t, err)
 	return n
 }
+
+// Entries of the window's sorted set a timespan past count for nothing
+// and go at the next decision that sees them.
+func TestRedisWindowDropsEntriesATimespanPast(t *testing.T) {
+	client, s := startStore(t, redisstore.Options{Presence: time.Hour})
+	ctx := context.Background()
+	p := store.Policy{Strategy: store.StrategyWindow, Limit: 3, Timespan: time.Second}
+	for range 3 {
+		_, err := s.Reserve(ctx, "k", p, store.Request{})
+		require.NoError(t, err)
+	}
+	res, err := s.Reserve(ctx, "k", p, anyWait)
+	require.NoError(t, err)
+	require.Positive(t, res.Wait)
+	require.NoError(t, s.Release(ctx, "k", res.ID)) // a released slot at 1s, never claimed
+	entries := func() int64 {
+		n, err := client.ZCount(ctx, "{k}:w", "(0", "+inf").Result()
+		require.NoError(t, err)
+		return n
+	}
+	require.EqualValues(t, 1, entries())
+
+	redisstore.Advance(s, 2500*time.Millisecond)
+	_, err = s.Reserve(ctx, "k", p, store.Request{})
+	require.NoError(t, err)
+	assert.Zero(t, entries(), "the released slot, a timespan past, is gone")
+}

@@ -33,10 +33,12 @@ ringOf(st[5])
 renew(tonumber(st[4]) or 0, cd, limit)
 local procs = here(false)
 -- W's latest entries, up to limit. Those a timespan past count for
--- nothing; they go when they are among them, or W holds more.
+-- nothing; they go when they are among them, or W holds more. The
+-- placeholder at 0 (see renew) is always the earliest.
 local w = redis.call('ZREVRANGE', W, 0, limit - 1, 'WITHSCORES')
 if #w > 0 then
   local oldest = tonumber(w[#w])
+  if oldest == 0 and #w >= 4 then oldest = tonumber(w[#w - 2]) end
   if #w == 2 * limit or (oldest > 0 and oldest <= now - span) then
     redis.call('ZREMRANGEBYSCORE', W, '(0', num(now - span))
   end
