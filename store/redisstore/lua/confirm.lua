@@ -134,12 +134,8 @@ local function left()
   local out = {0}
   if t > now then out[1] = tonumber(redis.call('ZSCORE', W, member)) - now end
   if ARGV[9] == '1' then
-    -- The limit latest of W's and the ring's, merged, in order.
-    local e = redis.call('ZRANGE', W, -limit, -1, 'WITHSCORES')
-    local xs = ringRead(math.max(ring.n - limit, 0), ring.n)
-    for i = 2, #e, 2 do xs[#xs + 1] = tonumber(e[i]) end
-    table.sort(xs)
-    for i = math.max(#xs - limit + 1, 1), #xs do out[#out + 1] = xs[i] end
+    local xs = unionLatest(redis.call('ZREVRANGE', W, 0, limit - 1, 'WITHSCORES'), limit)
+    for i = #xs, 1, -1 do out[#out + 1] = xs[i] end
   end
   return out
 end

@@ -381,6 +381,24 @@ local function lthOf(ws, limit, skip)
   return best
 end
 
+-- unionLatest returns the k latest instants of W's entries w (as
+-- ZREVRANGE gives them, with scores, latest first; its k latest at least)
+-- and of the ring, latest first.
+local function unionLatest(w, k)
+  local r, a = {}, 1
+  local s = ringRead(math.max(ring.n - k, 0), ring.n)
+  local b = #s
+  while #r < k and (2 * a <= #w or b > 0) do
+    local x = w[2 * a] and tonumber(w[2 * a])
+    if x and (b == 0 or x >= s[b]) then
+      r[#r + 1], a = x, a + 1
+    else
+      r[#r + 1], b = s[b], b - 1
+    end
+  end
+  return r
+end
+
 -- ringAfter returns the ring's sends later than instant x, in order,
 -- reading it from its latest.
 local function ringAfter(x)

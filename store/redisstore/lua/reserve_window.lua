@@ -67,18 +67,7 @@ else
   for x in string.gmatch(ARGV[19], '%d+') do hs[#hs + 1] = tonumber(x) end
   local last = heldFirst + #hs - 1
   local lo, hi = math.max(limit - last, 1), limit - heldFirst + 1
-  -- The hi latest of W's and the ring's, merged.
-  local r, a = {}, 1
-  local s = ringRead(math.max(ring.n - hi, 0), ring.n)
-  local b = #s
-  while #r < hi and (2 * a <= #w or b > 0) do
-    local x = w[2 * a] and tonumber(w[2 * a])
-    if x and (b == 0 or x >= s[b]) then
-      r[#r + 1], a = x, a + 1
-    else
-      r[#r + 1], b = s[b], b - 1
-    end
-  end
+  local r = unionLatest(w, hi)
   local lth = r[hi]
   for j = heldFirst, last do
     local h, i = hs[j - heldFirst + 1], limit - j
