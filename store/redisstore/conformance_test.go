@@ -35,14 +35,20 @@ func startStore(t *testing.T, opts ...redisstore.Options) (*redis.Client, *redis
 	return client, s
 }
 
+// redisHarness returns the conformance suite's harness of a new store on
+// client, closed when t ends.
+func redisHarness(t *testing.T, client redis.UniversalClient) storetest.Harness {
+	s := redisstore.New(client, redisstore.Options{})
+	t.Cleanup(func() { _ = s.Close() })
+	return storetest.Harness{Store: s, Advance: func(d time.Duration) { redisstore.Advance(s, d) }, Now: func() time.Duration { return redisstore.Now(s) }, Tolerance: redisTolerance}
+}
+
 func TestRedisConformance(t *testing.T) {
 	srv := redistest.Start(t)
 	client := srv.Client()
 	storetest.Run(t, func(t *testing.T) storetest.Harness {
 		require.NoError(t, client.FlushAll(context.Background()).Err())
-		s := redisstore.New(client, redisstore.Options{})
-		t.Cleanup(func() { _ = s.Close() })
-		return storetest.Harness{Store: s, Advance: func(d time.Duration) { redisstore.Advance(s, d) }, Now: func() time.Duration { return redisstore.Now(s) }, Tolerance: redisTolerance}
+		return redisHarness(t, client)
 	})
 }
 
@@ -85,9 +91,7 @@ func TestRedisClusterConformance(t *testing.T) {
 		require.NoError(t, cc.ForEachMaster(context.Background(), func(ctx context.Context, c *redis.Client) error {
 			return c.FlushAll(ctx).Err()
 		}))
-		s := redisstore.New(cc, redisstore.Options{})
-		t.Cleanup(func() { _ = s.Close() })
-		return storetest.Harness{Store: s, Advance: func(d time.Duration) { redisstore.Advance(s, d) }, Now: func() time.Duration { return redisstore.Now(s) }, Tolerance: redisTolerance}
+		return redisHarness(t, cc)
 	})
 }
 

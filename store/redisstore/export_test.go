@@ -82,9 +82,9 @@ func ParseCut(s *Store, msg string) (store.SeatCut, bool) { return s.parseCut(ms
 // CutMessage returns the message with which process proc shares cut.
 func CutMessage(proc string, cut store.SeatCut) string { return cutMessage(proc, cut) }
 
-// LuaHot is the start of every script (lua/hot.lua), for tests of its
-// functions on a real Redis.
-var LuaHot = luaHot
+// HotScript returns body after lua/hot.lua, as one script, for tests of
+// hot.lua's functions on a real Redis.
+func HotScript(body string) string { return evalText("", body) }
 
 // RedisKeys returns the Redis keys of budget key.
 func RedisKeys(key string) []string { return redisKeys(key) }
@@ -98,3 +98,6 @@ func PastFirstUse(s *Store) {
 		return true
 	})
 }
+
+// LibraryName is the name of the store's library of functions.
+var LibraryName = libraryName

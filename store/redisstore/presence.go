@@ -5,8 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/k8sratelimit/k8sratelimit/store"
 )
 
@@ -112,15 +110,10 @@ func (s *Store) upkeepAll() error {
 func (s *Store) upkeepPipelined(budgets []*redisBudget, policies []store.Policy) error {
 	ctx, cancel := context.WithTimeout(s.background(), s.opts.Timeout)
 	defer cancel()
-	if err := scriptUpkeep.Load(ctx, s.client).Err(); err != nil {
-		return err
-	}
-	pipe := s.client.Pipeline()
-	cmds := make([]*redis.Cmd, len(budgets))
-	for i, b := range budgets {
-		cmds[i] = scriptUpkeep.EvalSha(ctx, pipe, b.keys, s.upkeepArgs(b, policies[i])...)
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
+	cmds, err := s.pipelined(ctx, scriptUpkeep, len(budgets), func(i int) ([]string, []any) {
+		return budgets[i].keys, s.upkeepArgs(budgets[i], policies[i])
+	})
+	if err != nil {
 		return err
 	}
 	for i, b := range budgets {

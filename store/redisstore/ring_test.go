@@ -2,7 +2,9 @@ package redisstore_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -23,7 +25,7 @@ import (
 // returns the ring's sends, in order, then the limit-th latest of them
 // and of the instants ARGV[8] (latest first, space-separated) with the
 // ring's ARGV[9] latest left out (-1: none).
-var ringScript = redis.NewScript(redisstore.LuaHot + `
+var ringScript = redis.NewScript(redisstore.HotScript(`
 ringLoad()
 local limit = tonumber(ARGV[7])
 for i = 10, #ARGV do ringAdd(tonumber(ARGV[i]), limit) end
@@ -33,7 +35,7 @@ local ws = {}
 for x in string.gmatch(ARGV[8], '%d+') do ws[#ws + 1] = tonumber(x) end
 out[#out + 1] = lthOf(ws, limit, tonumber(ARGV[9])) or -1
 return out
-`)
+`))
 
 // runRing runs ringScript on budget key.
 func runRing(t *testing.T, c *redis.Client, key string, limit int, ws []int64, skip int, add ...int64) (ring []int64, lth int64) {
@@ -160,11 +162,8 @@ func ringSends(t *testing.T, c *redis.Client, key string) int {
 		return 0
 	}
 	require.NoError(t, err)
-	f := strings.Fields(v)
-	require.Len(t, f, 5, "ring %q", v)
-	n, err := strconv.Atoi(f[1])
-	require.NoError(t, err)
-	return n
+	require.Len(t, v, 40, "ring %q", v)
+	return int(math.Float64frombits(binary.BigEndian.Uint64([]byte(v[8:16]))))
 }
 
 // Entries of the window's sorted set a timespan past count for nothing

@@ -116,8 +116,9 @@ func (s *Store) seedFallback(key string, b *redisBudget, p store.Policy) {
 func (s *Store) learnOutageSends(from int64) error {
 	ctx, cancel := context.WithTimeout(s.background(), s.opts.Timeout)
 	defer cancel()
-	pipe := s.client.Pipeline()
 	skew := s.skew.Load()
+	var keys [][]string
+	var args [][]any
 	s.budgets.Range(func(_, v any) bool {
 		b := v.(*redisBudget)
 		p := b.currentPolicy()
@@ -129,20 +130,17 @@ func (s *Store) learnOutageSends(from int64) error {
 		if before == len(sends) || p.Strategy == store.StrategyLinear {
 			return true // nothing sent in the outage
 		}
-		args := append(s.args(b, p, false, 1+len(sends)), before)
+		a := append(s.args(b, p, false, 1+len(sends)), before)
 		for _, at := range sends {
-			args = append(args, strconv.FormatInt(at+skew, 10))
+			a = append(a, strconv.FormatInt(at+skew, 10))
 		}
-		scriptLearn.EvalSha(ctx, pipe, b.keys, args...)
+		keys, args = append(keys, b.keys), append(args, a)
 		return true
 	})
-	if pipe.Len() == 0 {
+	if len(keys) == 0 {
 		return nil
 	}
-	if err := scriptLearn.Load(ctx, s.client).Err(); err != nil {
-		return err
-	}
-	_, err := pipe.Exec(ctx)
+	_, err := s.pipelined(ctx, scriptLearn, len(keys), func(i int) ([]string, []any) { return keys[i], args[i] })
 	return err
 }
 

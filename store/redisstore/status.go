@@ -51,8 +51,8 @@ func (s *Store) status(ctx context.Context, keys []string) (store.BudgetStatus, 
 	return s.statusOn(ctx, s.client, keys)
 }
 
-func (s *Store) statusOn(ctx context.Context, c redis.Scripter, keys []string) (store.BudgetStatus, error) {
-	v, err := scriptStatus.Run(ctx, c, keys, s.offset.Load(), "1", s.proc, micros(s.ttl), 1, "0").Result()
+func (s *Store) statusOn(ctx context.Context, c redis.Cmdable, keys []string) (store.BudgetStatus, error) {
+	v, err := s.run(ctx, c, scriptStatus, keys, s.offset.Load(), "1", s.proc, micros(s.ttl), 1, "0").Result()
 	if err != nil {
 		return store.BudgetStatus{}, err
 	}

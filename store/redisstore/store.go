@@ -78,6 +78,7 @@ type Store struct {
 	fallback  *memorystore.Store
 	ownClient bool // made by the store, closed by Close
 	bounded   bool // the client bounds every call by the timeout itself
+	lib       libraryLoader
 
 	notify notifier
 	sentQ  sentQueue // sends to record, see Sent
@@ -316,14 +317,14 @@ func (s *Store) presenceFlag(b *redisBudget, force bool) string {
 // timeout itself and honours a sooner deadline of ctx (see boundsCalls),
 // as those NewFromURL builds do, needs no context with the timeout,
 // which costs a timer per call.
-func (s *Store) call(ctx context.Context, sc *redis.Script, b *redisBudget, args []any) (any, error) {
+func (s *Store) call(ctx context.Context, sc *script, b *redisBudget, args []any) (any, error) {
 	ctx = s.logCtx(ctx)
 	if !s.bounded {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, s.opts.Timeout)
 		defer cancel()
 	}
-	return sc.Run(ctx, s.client, b.keys, args...).Result()
+	return s.run(ctx, s.client, sc, b.keys, args...).Result()
 }
 
 // reply is a reserve script's answer.

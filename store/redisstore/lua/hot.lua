@@ -12,16 +12,50 @@
 -- 0 no. Then each script's own.
 -- Times are µs of the Redis server's clock, never a client's.
 --
+-- The scripts are the functions of one library (see scripts.go): what
+-- this file and prelude.lua define is made once, when the library loads,
+-- and each call starts with begin, which sets the call's state below.
+-- Where the server refuses functions, each script runs as one EVAL of
+-- the same code, begin first.
+--
 -- The scripts a request runs (reserve, confirm, release) are kept to a few
 -- commands; what keeps the budget tidy runs rarely: renew, at most every
 -- renewEvery, and the upkeep of upkeep.lua while this process has
 -- requests waiting.
-local W, F, M, P, S = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local windowed = ARGV[2] == '1'
-local proc, ttl, span = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
-local clock = redis.call('TIME')
-local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2]) + tonumber(ARGV[1])
-local renewEvery = math.max(span, 60000000)
+local KEYS, ARGV, W, F, M, P, S
+local windowed, proc, ttl, span, now, renewEvery
+
+-- rank is this process's place among the live processes sharing the
+-- budget, in the order of their names, when counted (-1: not counted): it
+-- decides which of them take the seats of a concurrency limit that does
+-- not divide evenly.
+local rank
+
+-- earlier is whether a process of an earlier version shares the budget,
+-- when counted (nil: not counted; see mixed).
+local earlier
+
+-- ring is the ring of sends as read (nil: not read; see the ring below).
+local ring
+
+-- zero reads an argument that is mostly 0 as a number, without parsing
+-- the 0.
+local function zero(x)
+  if x == '0' then return 0 end
+  return tonumber(x)
+end
+
+-- begin sets the state of a call with keys k and arguments a.
+local function begin(k, a)
+  KEYS, ARGV = k, a
+  W, F, M, P, S = k[1], k[2], k[3], k[4], k[5]
+  windowed = a[2] == '1'
+  proc, ttl, span = a[3], tonumber(a[4]), tonumber(a[5])
+  local clock = redis.call('TIME')
+  now = tonumber(clock[1]) * 1000000 + tonumber(clock[2]) + zero(a[1])
+  renewEvery = math.max(span, 60000000)
+  rank, earlier, ring = -1, nil, nil
+end
 
 local function num(n) return string.format('%.0f', n) end
 
@@ -29,16 +63,6 @@ local function num(n) return string.format('%.0f', n) end
 local function hnum(field)
   return tonumber(redis.call('HGET', M, field) or '0') or 0
 end
-
--- rank is this process's place among the live processes sharing the
--- budget, in the order of their names, when counted (-1: not counted): it
--- decides which of them take the seats of a concurrency limit that does
--- not divide evenly.
-local rank = -1
-
--- earlier is whether a process of an earlier version shares the budget,
--- when counted (nil: not counted; see mixed).
-local earlier
 
 -- count returns the number of live processes sharing the budget, and sets
 -- rank. It notes in M's mixed whether one of them is of an earlier
@@ -227,17 +251,16 @@ end
 -- Confirm or Sent still moves are kept in S, a string of 8-byte instants
 -- (big-endian doubles of µs), the latest `limit` of them at most, in time
 -- order from the oldest's place around a buffer of places, as M's ring
--- field describes it (see ringOf), with the latest instant. A send is added with one
--- SETRANGE, in place, over the oldest when the buffer is full: the buffer
--- grows, doubling up to the limit, only when its oldest send is still
--- within a timespan, and only by being written anew (SET, which allocates
--- no more than it holds). A send older than the limit-th latest, or than
+-- field describes it (see ringOf), with the latest instant. A send is
+-- added with one SETRANGE, in place, over the oldest when the buffer is
+-- full: the buffer grows, doubling up to the limit, only when the sends a
+-- timespan past free less than a quarter of it, and only by being written
+-- anew (SET, which allocates no more than it holds). A send older than the limit-th latest, or than
 -- a timespan, counts for nothing that the window decides.
 -- While a process of an earlier version shares the budget (M's mixed is
 -- 1, see count), sends go to W as before, named '=' and their members,
 -- where every version counts them; the ring's are counted by this
 -- version, and the earlier one's too once they leave (a rolling upgrade).
-local ring
 
 -- mixed reports whether a process of an earlier version shares the
 -- budget: as counted by this script, else from M's mixed as read (v, nil:
@@ -249,11 +272,16 @@ local function mixed(v)
 end
 
 -- ringOf sets the ring from M's ring field as read (v, false or nil:
--- none): "<place of the oldest> <count> <places> <latest instant>
--- <limit>", the limit being the one its size grows to.
+-- none): the place of the oldest, the count, the places, the latest
+-- instant and the limit the size grows to, as five big-endian doubles
+-- (packed, they cost a script far less than numbers in text).
 local function ringOf(v)
-  local h, n, c, l, lim = string.match(v or '', '^(%d+) (%d+) (%d+) (%d+) (%d+)$')
-  ring = {h = tonumber(h) or 0, n = tonumber(n) or 0, c = tonumber(c) or 0, l = tonumber(l) or 0, limit = tonumber(lim) or 0}
+  if v and #v == 40 then
+    local h, n, c, l, lim = struct.unpack('>ddddd', v)
+    ring = {h = h, n = n, c = c, l = l, limit = lim}
+  else
+    ring = {h = 0, n = 0, c = 0, l = 0, limit = 0}
+  end
 end
 
 -- ringLoad reads the ring from M unless read already.
@@ -264,7 +292,7 @@ end
 
 -- ringFields returns M's field that describes the ring, to be written.
 local function ringFields()
-  return 'ring', string.format('%d %d %d %.0f %d', ring.h, ring.n, ring.c, ring.l, ring.limit)
+  return 'ring', struct.pack('>ddddd', ring.h, ring.n, ring.c, ring.l, ring.limit)
 end
 
 -- ringRead returns the instants at places i to j - 1 of the ring, counted
@@ -318,6 +346,15 @@ end
 local function ringAdd(at, limit)
   limit = math.max(limit, 1)
   ring.limit = limit
+  local full = ring.n == ring.c
+  if at >= ring.l and ring.c > 0 and (not full or ring.c >= limit) then
+    -- The common case, in order and with room or at the limit: the send
+    -- takes the next place, the oldest's when full.
+    redis.call('SETRANGE', S, ((ring.h + ring.n) % ring.c) * 8, struct.pack('>d', at))
+    if full then ring.h = (ring.h + 1) % ring.c else ring.n = ring.n + 1 end
+    ring.l = at
+    return
+  end
   if ring.n > 0 and at < ring.l then
     -- Out of order: written anew, in its place (rare: a send recorded
     -- late, or learned after an outage).
@@ -328,9 +365,11 @@ local function ringAdd(at, limit)
     ringRebuild(xs, math.max(math.min(ring.c, limit), math.min(#xs, limit)))
     return
   end
+  local grow = false
   if ring.n == ring.c and ring.c > 0 and ring.c < limit then
-    -- Full: the sends a timespan past make room, all at once, or the
-    -- buffer grows.
+    -- Full: the sends a timespan past make room, all at once; the buffer
+    -- grows when they leave less than a quarter of it, so that a scan
+    -- comes no sooner than a quarter of the buffer's sends later.
     local stale, lo = 0, 0
     while lo < ring.n do
       local xs = ringRead(lo, math.min(lo + 32, ring.n))
@@ -342,8 +381,9 @@ local function ringAdd(at, limit)
       lo = lo + #xs
     end
     ring.h, ring.n = (ring.h + stale) % ring.c, ring.n - stale
+    grow = 4 * stale < ring.c
   end
-  if ring.n == ring.c and ring.c < limit then
+  if (grow or ring.n == ring.c) and ring.c < limit then
     local xs = ringRead(0, ring.n)
     xs[#xs + 1] = at
     ringRebuild(xs, math.min(math.max(16, 2 * ring.c), limit))

@@ -9,10 +9,10 @@
 -- Returns {status, wait µs, cooling 0/1, now µs, tat µs, processes, rank,
 -- base µs, the name recorded}: as reserve_window, with the theoretical
 -- arrival time after this request and its slot before jitter.
-local limit, maxwait, jit = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
-local member, held, horizon = ARGV[10], tonumber(ARGV[11]), tonumber(ARGV[12])
-local heldTat, interval, tau = tonumber(ARGV[13]), tonumber(ARGV[14]), tonumber(ARGV[15])
-local est, estTat = tonumber(ARGV[16]), tonumber(ARGV[17])
+local limit, maxwait, jit = tonumber(ARGV[7]), tonumber(ARGV[8]), zero(ARGV[9])
+local member, held, horizon = ARGV[10], zero(ARGV[11]), tonumber(ARGV[12])
+local heldTat, interval, tau = zero(ARGV[13]), tonumber(ARGV[14]), tonumber(ARGV[15])
+local est, estTat = zero(ARGV[16]), zero(ARGV[17])
 
 local st = redis.call('HMGET', M, 'cd', 'tat', 'nf', 'ren')
 local cd = tonumber(st[1]) or 0

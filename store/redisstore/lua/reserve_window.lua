@@ -16,10 +16,10 @@
 -- status 0 refused, 1 recorded, 2 to be held in-process (nothing
 -- recorded); processes and rank -1 when not counted. The name is the
 -- member's unless it claimed a released slot (see hot.lua).
-local limit, maxwait, jit = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
-local member, held, horizon = ARGV[10], tonumber(ARGV[11]), tonumber(ARGV[12])
-local heldFloor, heldFirst = tonumber(ARGV[13]), tonumber(ARGV[14])
-local est, estBase = tonumber(ARGV[16]), tonumber(ARGV[17])
+local limit, maxwait, jit = tonumber(ARGV[7]), tonumber(ARGV[8]), zero(ARGV[9])
+local member, held, horizon = ARGV[10], zero(ARGV[11]), tonumber(ARGV[12])
+local heldFloor, heldFirst = zero(ARGV[13]), zero(ARGV[14])
+local est, estBase = zero(ARGV[16]), zero(ARGV[17])
 -- A send admitted at once is recorded under the name of a send: a late
 -- waiter's Confirm never moves it.
 local function named(m, wait)
