@@ -34,8 +34,10 @@ renew(tonumber(st[4]) or 0, cd, limit)
 local procs = here(false)
 -- W's latest entries, up to limit. Those a timespan past count for
 -- nothing; they go when they are among them, or W holds more. The
--- placeholder at 0 (see renew) is always the earliest.
-local w = redis.call('ZREVRANGE', W, 0, limit - 1, 'WITHSCORES')
+-- placeholder at 0 (see renew) is always the earliest, and alone, which
+-- ZCARD tells at a third of the cost, constrains nothing.
+local w = {}
+if redis.call('ZCARD', W) > 1 then w = redis.call('ZREVRANGE', W, 0, limit - 1, 'WITHSCORES') end
 if #w > 0 then
   local oldest = tonumber(w[#w])
   if oldest == 0 and #w >= 4 then oldest = tonumber(w[#w - 2]) end
