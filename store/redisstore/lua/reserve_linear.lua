@@ -1,18 +1,17 @@
--- Reserve one slot of a linear budget (GCRA). ARGV[7] limit, [8] max wait
--- (µs), [9] jitter (µs), [10] the reservation's member, [11] how many
--- requests of this process wait in-process before it, [12] how far ahead
--- (µs) a reservation may be recorded, [13] the theoretical arrival time
--- after those held requests (0: none), [14] interval (µs), [15] burst
--- allowance tau (µs), [16] the estimated slot of the held request being
--- recorded (0: none), [17] the theoretical arrival time after it, [18] 1
--- when that held request was released (its slot is recorded as released).
+-- Reserve one slot of a linear budget (GCRA). ARGV[7] packed, as
+-- big-endian doubles: the limit, the max wait (µs), the jitter (µs), how
+-- many requests of this process wait in-process before it, how far ahead
+-- (µs) a reservation may be recorded, the theoretical arrival time after
+-- those held requests (0: none), the interval (µs), the burst allowance
+-- tau (µs), the estimated slot of the held request being recorded (0:
+-- none), the theoretical arrival time after it. [8] the reservation's
+-- member, [9] 1 when that held request was released (its slot is
+-- recorded as released).
 -- Returns {status, wait µs, cooling 0/1, now µs, tat µs, processes, rank,
 -- base µs, the name recorded}: as reserve_window, with the theoretical
 -- arrival time after this request and its slot before jitter.
-local limit, maxwait, jit = tonumber(ARGV[7]), tonumber(ARGV[8]), zero(ARGV[9])
-local member, held, horizon = ARGV[10], zero(ARGV[11]), tonumber(ARGV[12])
-local heldTat, interval, tau = zero(ARGV[13]), tonumber(ARGV[14]), tonumber(ARGV[15])
-local est, estTat = zero(ARGV[16]), zero(ARGV[17])
+local limit, maxwait, jit, held, horizon, heldTat, interval, tau, est, estTat = struct.unpack('>dddddddddd', ARGV[7])
+local member = ARGV[8]
 
 local st = redis.call('HMGET', M, 'cd', 'tat', 'nf', 'ren')
 local cd = tonumber(st[1]) or 0
@@ -29,7 +28,7 @@ local slot = math.max(t0, tat - tau)
 -- A held request keeps the slot it was estimated, jitter and all, where
 -- what was recorded since leaves room for it there (see reserve_window).
 if est > 0 and est >= cd and est >= tat - tau then
-  if ARGV[18] == '1' then
+  if ARGV[9] == '1' then
     redis.call('ZADD', F, est, freedName(member))
     redis.call('HINCRBY', M, 'nf', 1)
   elseif est > now then

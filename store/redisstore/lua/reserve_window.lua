@@ -1,29 +1,27 @@
--- Reserve one slot of a window budget. ARGV[7] limit, [8] max wait (µs),
--- [9] jitter (µs), [10] the reservation's member, [11] how many requests
--- of this process wait in-process before it, [12] how far ahead (µs) a
--- reservation may be recorded, [13] the latest slot given to those held
--- requests before jitter (0: none), [14] j, the rank among the held slots
--- of the latest in [18] (0: none held), [15]
--- 1 when a request admitted at once is sent without a Confirm, 2 when it
--- is kept to be confirmed by Sent (store.Request.Deferred), 0 for a held
--- request being recorded, whose waiter confirms, [16] the
--- estimated slot of the held request being recorded (0: none), [17] its
--- slot before jitter, [18] 1 when that held request was released (its
--- slot is recorded as released), [19] the j-th to the min(held, L)-th
--- latest slots of the held requests, latest first, separated by spaces.
+-- Reserve one slot of a window budget. ARGV[7] packed, as big-endian
+-- doubles: the limit, the max wait (µs), the jitter (µs), how many
+-- requests of this process wait in-process before it, how far ahead (µs)
+-- a reservation may be recorded, the latest slot given to those held
+-- requests before jitter (0: none), j, the rank among the held slots of
+-- the latest in ARGV[11] (0: none held), the estimated slot of the held
+-- request being recorded (0: none), its slot before jitter. [8] the
+-- reservation's member, [9] 1 when a request admitted at once is sent
+-- without a Confirm, 2 when it is kept to be confirmed by Sent
+-- (store.Request.Deferred), 0 for a held request being recorded, whose
+-- waiter confirms, [10] 1 when that held request was released (its slot
+-- is recorded as released), [11] the j-th to the min(held, L)-th latest
+-- slots of the held requests, latest first, separated by spaces.
 -- Returns {status, wait µs, cooling 0/1, now µs, base µs, processes, rank,
 -- base µs, the name recorded}:
 -- status 0 refused, 1 recorded, 2 to be held in-process (nothing
 -- recorded); processes and rank -1 when not counted. The name is the
 -- member's unless it claimed a released slot (see hot.lua).
-local limit, maxwait, jit = tonumber(ARGV[7]), tonumber(ARGV[8]), zero(ARGV[9])
-local member, held, horizon = ARGV[10], zero(ARGV[11]), tonumber(ARGV[12])
-local heldFloor, heldFirst = zero(ARGV[13]), zero(ARGV[14])
-local est, estBase = zero(ARGV[16]), zero(ARGV[17])
+local limit, maxwait, jit, held, horizon, heldFloor, heldFirst, est, estBase = struct.unpack('>ddddddddd', ARGV[7])
+local member = ARGV[8]
 -- A send admitted at once is recorded under the name of a send: a late
 -- waiter's Confirm never moves it.
 local function named(m, wait)
-  if wait <= 0 and ARGV[15] ~= '0' then return '=' .. m end
+  if wait <= 0 and ARGV[9] ~= '0' then return '=' .. m end
   return m
 end
 
@@ -66,7 +64,7 @@ else
   -- given, R_(L-first+1) bounds it from above: taken then, it can only
   -- delay the request.
   local hs = {}
-  for x in string.gmatch(ARGV[19], '%d+') do hs[#hs + 1] = tonumber(x) end
+  for x in string.gmatch(ARGV[11], '%d+') do hs[#hs + 1] = tonumber(x) end
   local last = heldFirst + #hs - 1
   local lo, hi = math.max(limit - last, 1), limit - heldFirst + 1
   local r = unionLatest(w, hi)
@@ -88,7 +86,7 @@ slot = math.max(slot, after)
 -- waiter's Confirm then moves it to when it really leaves). It claims no
 -- released slot: reservations already queued keep theirs.
 if est > 0 and est >= cd and est >= after then
-  if ARGV[18] == '1' then
+  if ARGV[10] == '1' then
     redis.call('ZADD', W, est, freedName(member))
     redis.call('ZADD', F, est, freedName(member))
     redis.call('HINCRBY', M, 'nf', 1)
@@ -114,7 +112,7 @@ if wait > 0 then
 end
 if wait > maxwait then return {0, wait, cooling, now, base, procs, rank, base, member} end
 if wait > 0 and (held > 0 or wait > horizon) then return {2, wait, cooling, now, base, procs, rank, base, member} end
-if wait <= 0 and ARGV[15] == '1' and not mixed(st[6] or false) then
+if wait <= 0 and ARGV[9] == '1' and not mixed(st[6] or false) then
   ringAdd(slot, limit)
   redis.call('HSET', M, 'last', base, ringFields())
   return {1, wait, cooling, now, base, procs, rank, base, member}
