@@ -34,6 +34,7 @@ type Server struct {
 	dir  string
 	port int
 	args []string
+	wrap []string // runs the server, see StartUnder
 
 	mu  sync.Mutex
 	cmd *exec.Cmd
@@ -51,6 +52,29 @@ func Start(t testing.TB, extra ...string) *Server {
 	s.start()
 	t.Cleanup(s.Kill)
 	return s
+}
+
+// StartUnder is Start with the server run by the command wrap (a program
+// and its arguments, before redis-server's own), such as valgrind. The
+// server gets a minute to answer.
+func StartUnder(t testing.TB, wrap []string, extra ...string) *Server {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Fatal(Install)
+	}
+	s := &Server{t: t, bin: bin, dir: t.TempDir(), port: freePort(t), args: extra, wrap: wrap}
+	s.start()
+	t.Cleanup(s.Kill)
+	return s
+}
+
+// Pid returns the process ID of the server (of its wrapper, with
+// StartUnder).
+func (s *Server) Pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cmd.Process.Pid
 }
 
 // Addr returns the server's host:port.
@@ -112,6 +136,11 @@ func (s *Server) start() {
 		"--daemonize", "no", "--protected-mode", "no",
 	}, s.args...)
 	cmd := exec.Command(s.bin, args...)
+	ready := 10 * time.Second
+	if len(s.wrap) > 0 {
+		cmd = exec.Command(s.wrap[0], append(append(s.wrap[1:len(s.wrap):len(s.wrap)], s.bin), args...)...)
+		ready = time.Minute
+	}
 	logf, err := os.Create(filepath.Join(s.dir, "redis.log"))
 	if err != nil {
 		s.t.Fatalf("redis log: %v", err)
@@ -122,7 +151,7 @@ func (s *Server) start() {
 		s.t.Fatalf("starting %s: %v", s.bin, err)
 	}
 	s.cmd = cmd
-	if err := s.waitReady(10 * time.Second); err != nil {
+	if err := s.waitReady(ready); err != nil {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		s.cmd = nil

@@ -1,0 +1,105 @@
+package redisstore_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/k8sratelimit/k8sratelimit/internal/benchref"
+	"github.com/k8sratelimit/k8sratelimit/internal/redistest"
+)
+
+// callgrindEnv enables BenchmarkRedisInstructions.
+const callgrindEnv = "K8SRATELIMIT_CALLGRIND"
+
+// BenchmarkRedisInstructions counts the instructions the Redis server
+// runs per admission decision of each kind of BenchmarkRedisAdmission, on
+// one budget, under valgrind's callgrind: unlike a time, the count does
+// not move with whatever else the machine is doing, so the store's
+// scripts and the references compare exactly, run after run. Valgrind
+// slows the server fifty-fold, so this runs only when asked:
+//
+//	K8SRATELIMIT_CALLGRIND=1 go test -run '^$' -bench RedisInstructions -benchtime 1x ./store/redisstore/
+//
+// Each kind gets its own server; after a warm-up, the counters are zeroed,
+// 1,000 decisions made and the counters dumped (callgrind_control).
+// instructions/op is the server's whole count divided by the decisions:
+// reading the request, the script, the reply; ns/op means nothing here.
+func BenchmarkRedisInstructions(b *testing.B) {
+	if os.Getenv(callgrindEnv) != "1" {
+		b.Skip("counts instructions under valgrind, fifty times slower: set " + callgrindEnv + "=1 to run it")
+	}
+	for _, tool := range []string{"valgrind", "callgrind_control"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			b.Fatalf("%s not found on PATH: install valgrind (Debian/Ubuntu: apt-get install -y valgrind)", tool)
+		}
+	}
+	const warm, n = 300, 1000
+	ctx := context.Background()
+	for _, k := range redisKinds {
+		b.Run(k.name, func(b *testing.B) {
+			dir := b.TempDir()
+			out := filepath.Join(dir, "callgrind.out")
+			srv := redistest.StartUnder(b, []string{"valgrind", "--tool=callgrind", "--callgrind-out-file=" + out})
+			pid := strconv.Itoa(srv.Pid())
+			// Valgrind's server is slow: generous timeouts, no retries.
+			c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, DialTimeout: time.Minute,
+				ReadTimeout: time.Minute, WriteTimeout: time.Minute, PoolTimeout: time.Minute})
+			b.Cleanup(func() { _ = c.Close() })
+			admit := k.newAdmit(b, c)
+			decide := func(count int) {
+				for range count {
+					if ok, err := admit(ctx, benchref.Key); !ok || err != nil {
+						b.Fatalf("admitted at once = %v, %v", ok, err)
+					}
+				}
+			}
+			decide(warm)
+			pastFirstUse()
+			callgrind(b, "-z", pid)
+			decide(n)
+			callgrind(b, "-d", pid)
+			b.ReportMetric(float64(callgrindTotal(b, out+".1"))/n, "instructions/op")
+		})
+	}
+}
+
+// callgrind runs callgrind_control with arg on the process pid.
+func callgrind(b *testing.B, arg, pid string) {
+	b.Helper()
+	if out, err := exec.Command("callgrind_control", arg, pid).CombinedOutput(); err != nil {
+		b.Fatalf("callgrind_control %s %s: %v\n%s", arg, pid, err, out)
+	}
+}
+
+// callgrindTotal returns the instruction count of the dump file, waiting
+// for callgrind to finish writing it.
+func callgrindTotal(b *testing.B, file string) int64 {
+	b.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		data, err := os.ReadFile(file)
+		if err == nil {
+			for _, line := range strings.Split(string(data), "\n") {
+				if v, ok := strings.CutPrefix(line, "totals: "); ok {
+					n, err := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
+					if err != nil {
+						b.Fatalf("%s: %q: %v", file, line, err)
+					}
+					return n
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("no totals in %s after a minute: %v", file, err)
+		}
+		time.Sleep(100 * time.Millisecond) // polling a file another process writes
+	}
+}
