@@ -44,14 +44,7 @@ type Server struct {
 // arguments are passed to it as they are, after the harness's own.
 func Start(t testing.TB, extra ...string) *Server {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Fatal(Install)
-	}
-	s := &Server{t: t, bin: bin, dir: t.TempDir(), port: freePort(t), args: extra}
-	s.start()
-	t.Cleanup(s.Kill)
-	return s
+	return StartUnder(t, nil, extra...)
 }
 
 // StartUnder is Start with the server run by the command wrap (a program
