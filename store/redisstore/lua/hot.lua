@@ -64,15 +64,20 @@ local function hnum(field)
   return tonumber(redis.call('HGET', M, field) or '0') or 0
 end
 
--- count returns the number of live processes sharing the budget, and sets
--- rank. It notes in M's mixed whether one of them is of an earlier
--- version, which reads no ring (see below): each process of this version
--- marks itself in M's v:<process> while present.
-local function count()
-  local live = redis.call('ZRANGEBYSCORE', P, '(' .. num(now), '+inf')
+-- live returns the processes sharing the budget whose presence has not
+-- lapsed. Presences lapse at whole µs: later than now is now + 1 on.
+local function live()
+  return redis.call('ZRANGEBYSCORE', P, now + 1, '+inf')
+end
+
+-- countOf returns the number of the live processes ps, and sets rank. It
+-- notes in M's mixed whether one of them is of an earlier version, which
+-- reads no ring (see below): each process of this version marks itself
+-- in M's v:<process> while present.
+local function countOf(ps)
   rank = 0
   local marks = {'mixed'}
-  for _, p in ipairs(live) do
+  for _, p in ipairs(ps) do
     if p < proc then rank = rank + 1 end
     marks[#marks + 1] = 'v:' .. p
   end
@@ -85,18 +90,33 @@ local function count()
     if v[1] ~= mixed then redis.call('HSET', M, 'mixed', mixed) end
     earlier = mixed == '1'
   end
-  return #live
+  return #ps
 end
 
--- join refreshes this process's presence. When it had lapsed (or begins),
--- M's v:<process> marks it of this version, and e:<process> records when
--- it began again: a reservation recorded since then has not been freed
--- for a lapse, nor lost with the budget (see confirm.lua). The fields go
--- with the process's presence.
-local function join()
-  local s = redis.call('ZSCORE', P, proc)
-  if not s or tonumber(s) <= now then redis.call('HSET', M, 'e:' .. proc, now, 'v:' .. proc, 1) end
+-- count returns the number of live processes sharing the budget, and sets
+-- rank (see countOf).
+local function count() return countOf(live()) end
+
+-- join refreshes this process's presence and reports whether it was live.
+-- When it had lapsed (or begins), M's v:<process> marks it of this
+-- version, and e:<process> records when it began again: a reservation
+-- recorded since then has not been freed for a lapse, nor lost with the
+-- budget (see confirm.lua). The fields go with the process's presence.
+-- ps, when given, are the live processes as just read: this process's own
+-- presence is then not read again.
+local function join(ps)
+  local was = false
+  if ps then
+    for _, p in ipairs(ps) do
+      if p == proc then was = true end
+    end
+  else
+    local s = redis.call('ZSCORE', P, proc)
+    was = s ~= false and tonumber(s) > now
+  end
+  if not was then redis.call('HSET', M, 'e:' .. proc, now, 'v:' .. proc, 1) end
   redis.call('ZADD', P, now + ttl, proc)
+  return was
 end
 
 -- here refreshes this process's presence when asked to (ahead: this call
@@ -104,8 +124,9 @@ end
 -- sharing the budget (-1: not counted).
 local function here(ahead)
   if ARGV[6] == '1' then
-    join()
-    return count()
+    local ps = live()
+    if not join(ps) then ps[#ps + 1] = proc end
+    return countOf(ps)
   end
   if ARGV[6] == '2' and ahead then join() end
   return -1
