@@ -28,18 +28,18 @@ import (
 // Every request must be admitted at once: a benchmark fails on any other
 // answer. The store runs with FailureClosed, so that a Redis error fails the
 // benchmark instead of being decided, unnoticed, by the in-process
-// fallback.
+// fallback. BenchmarkRedisAdmission reports, beside the round trip, the
+// server's time in scripts per decision (server-µs/op).
 //
 // redisBenchWindow admits a million requests per 10ms, which no benchmark
 // can exhaust (a decision takes tens of µs). A window keeps each send for
 // a timespan, in its ring: at benchmark speed a budget holds a few hundred
 // live sends, the same order as the default of 400 per minute in full use;
 // a longer timespan would grow the ring towards the limit over the run.
-// BenchmarkRedisAdmission reports, beside the round trip, the server's
-// time in scripts per decision (server-µs/op). redisBenchLinear spaces requests 1µs apart (the store's
-// resolution) with a burst of a million: each decision moves the budget's
-// theoretical arrival time 1µs on, far less than the time it takes, so it
-// never falls behind.
+// redisBenchLinear spaces requests 1µs apart (the store's resolution) with
+// a burst of a million: each decision moves the budget's theoretical
+// arrival time 1µs on, far less than the time it takes, so it never falls
+// behind.
 var (
 	redisBenchWindow = store.Policy{Strategy: store.StrategyWindow, Limit: 1_000_000, Timespan: 10 * time.Millisecond}
 	redisBenchLinear = store.Policy{Strategy: store.StrategyLinear, Limit: 1_000_000, Timespan: time.Second, Burst: 1_000_000}
@@ -207,14 +207,14 @@ func scriptMicros(b *testing.B, c *redis.Client) float64 {
 	}
 	var total float64
 	for _, line := range strings.Split(info, "\n") {
-		name, stats, ok := strings.Cut(strings.TrimSpace(line), ":")
+		name, stats, _ := strings.Cut(strings.TrimSpace(line), ":")
 		switch name {
 		case "cmdstat_fcall", "cmdstat_evalsha", "cmdstat_eval":
 		default:
 			continue
 		}
 		for _, f := range strings.Split(stats, ",") {
-			if v, ok2 := strings.CutPrefix(f, "usec="); ok && ok2 {
+			if v, ok := strings.CutPrefix(f, "usec="); ok {
 				n, err := strconv.ParseFloat(v, 64)
 				if err != nil {
 					b.Fatalf("commandstats %q: %v", line, err)

@@ -276,8 +276,9 @@ end
 -- added with one SETRANGE, in place, over the oldest when the buffer is
 -- full: the buffer grows, doubling up to the limit, only when the sends a
 -- timespan past free less than a quarter of it, and only by being written
--- anew (SET, which allocates no more than it holds). A send older than the limit-th latest, or than
--- a timespan, counts for nothing that the window decides.
+-- anew (SET, which allocates no more than it holds). A send older than
+-- the limit-th latest, or than a timespan, counts for nothing that the
+-- window decides.
 -- While a process of an earlier version shares the budget (M's mixed is
 -- 1, see count), sends go to W as before, named '=' and their members,
 -- where every version counts them; the ring's are counted by this
@@ -410,10 +411,9 @@ local function ringAdd(at, limit)
     ringRebuild(xs, math.min(math.max(16, 2 * ring.c), limit))
     return
   end
-  if ring.n == ring.c then
-    ring.h = (ring.h + 1) % ring.c
-    ring.n = ring.n - 1
-  end
+  -- Room made by the stale sends, or an empty ring whose last send was
+  -- later: the send takes the next place. (A full ring took the common
+  -- case above at its limit, and was written anew below it.)
   ringWrite(ring.n, {at})
   ring.n = ring.n + 1
   ring.l = at
