@@ -48,46 +48,34 @@ var (
 // (see library), or the same code run by EVALSHA where the server refuses
 // functions.
 type script struct {
-	fn   string        // its name in the library ("": a plain script)
+	name    string // its name in the library ("": a plain script)
+	body    string // its own code, after hot.lua (and prelude.lua)
+	prelude bool   // it runs after prelude.lua too
+
+	fn   string        // its function's name, set with the library
 	eval *redis.Script // the same code as one script
 }
 
 // The scripts a request runs, kept to a few commands each.
 var (
-	scriptReserveWindow = hotScript("reserve_window", luaReserveWindow)
-	scriptReserveLinear = hotScript("reserve_linear", luaReserveLinear)
-	scriptConfirm       = hotScript("confirm", luaConfirm)
-	scriptRelease       = hotScript("release", luaRelease)
-	scriptSent          = hotScript("sent", luaSent)
+	scriptReserveWindow = &script{name: "reserve_window", body: luaReserveWindow}
+	scriptReserveLinear = &script{name: "reserve_linear", body: luaReserveLinear}
+	scriptConfirm       = &script{name: "confirm", body: luaConfirm}
+	scriptRelease       = &script{name: "release", body: luaRelease}
+	scriptSent          = &script{name: "sent", body: luaSent}
 )
 
 // The scripts off a request's path. The two of the shared concurrency
 // limit use none of hot.lua and run as plain scripts.
 var (
-	scriptUpkeep   = upkeepScript("upkeep", luaUpkeep)
-	scriptCooldown = upkeepScript("cooldown", luaCooldown)
-	scriptStatus   = upkeepScript("status", luaStatus)
-	scriptLeave    = upkeepScript("leave", luaLeave)
-	scriptLearn    = upkeepScript("learn", luaLearn)
+	scriptUpkeep   = &script{name: "upkeep", body: luaUpkeep, prelude: true}
+	scriptCooldown = &script{name: "cooldown", body: luaCooldown, prelude: true}
+	scriptStatus   = &script{name: "status", body: luaStatus, prelude: true}
+	scriptLeave    = &script{name: "leave", body: luaLeave, prelude: true}
+	scriptLearn    = &script{name: "learn", body: luaLearn, prelude: true}
 	scriptShareCut = &script{eval: redis.NewScript(luaShareCut)}
 	scriptLastCut  = &script{eval: redis.NewScript(luaLastCut)}
 )
-
-// libraryScripts are the scripts of the library, in its order.
-var libraryScripts = []struct {
-	name, body string
-}{
-	{"reserve_window", luaReserveWindow},
-	{"reserve_linear", luaReserveLinear},
-	{"confirm", luaConfirm},
-	{"release", luaRelease},
-	{"sent", luaSent},
-	{"upkeep", luaUpkeep},
-	{"cooldown", luaCooldown},
-	{"status", luaStatus},
-	{"leave", luaLeave},
-	{"learn", luaLearn},
-}
 
 // library is the code of the store's Redis Functions library, and
 // libraryName its name. Every script that starts with hot.lua is a
@@ -96,23 +84,34 @@ var libraryScripts = []struct {
 // digest of the code: each version of the store loads its own library
 // beside the others', and processes of different versions share a
 // budget during a rolling upgrade.
-var library, libraryName = buildLibrary()
+var library, libraryName = buildLibrary(scriptReserveWindow, scriptReserveLinear, scriptConfirm, scriptRelease,
+	scriptSent, scriptUpkeep, scriptCooldown, scriptStatus, scriptLeave, scriptLearn)
 
 // libraryPrefix starts the names of the store's libraries, of every
 // version.
 const libraryPrefix = "k8sratelimit_"
 
-func buildLibrary() (code, name string) {
+// buildLibrary returns the library of scripts, in their order, and its
+// name, and sets each script's function name and its code as one script.
+func buildLibrary(scripts ...*script) (code, name string) {
 	// The functions' names start with the library's, which is known only
 	// once the code is: the code is digested with a placeholder there.
 	const placeholder = "@library@"
 	var body strings.Builder
 	body.WriteString(luaHot + "\n" + luaPrelude + "\n")
-	for _, s := range libraryScripts {
-		body.WriteString("redis.register_function('" + placeholder + "_" + s.name + "', function(k, a)\nbegin(k, a)\n" + s.body + "\nend)\n")
+	for _, sc := range scripts {
+		body.WriteString("redis.register_function('" + placeholder + "_" + sc.name + "', function(k, a)\nbegin(k, a)\n" + sc.body + "\nend)\n")
 	}
 	sum := sha1.Sum([]byte(body.String()))
 	name = libraryPrefix + hex.EncodeToString(sum[:8])
+	for _, sc := range scripts {
+		sc.fn = name + "_" + sc.name
+		prelude := ""
+		if sc.prelude {
+			prelude = luaPrelude
+		}
+		sc.eval = redis.NewScript(evalText(prelude, sc.body))
+	}
 	return "#!lua name=" + name + "\n" + strings.ReplaceAll(body.String(), placeholder, name), name
 }
 
@@ -120,14 +119,6 @@ func buildLibrary() (code, name string) {
 // then prelude, begin and body.
 func evalText(prelude, body string) string {
 	return "local k_, a_ = KEYS, ARGV\n" + luaHot + "\n" + prelude + "\nbegin(k_, a_)\n" + body
-}
-
-func hotScript(name, body string) *script {
-	return &script{fn: libraryName + "_" + name, eval: redis.NewScript(evalText("", body))}
-}
-
-func upkeepScript(name, body string) *script {
-	return &script{fn: libraryName + "_" + name, eval: redis.NewScript(evalText(luaPrelude, body))}
 }
 
 // redisKeys returns the five Redis keys of a budget. They all carry the
