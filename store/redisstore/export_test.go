@@ -86,6 +86,13 @@ func CutMessage(proc string, cut store.SeatCut) string { return cutMessage(proc,
 // hot.lua's functions on a real Redis.
 func HotScript(body string) string { return evalText("", body) }
 
+// HotArgs returns the arguments every script starts with (see
+// lua/hot.lua), for process proc on a window budget of the timespan span
+// whose presence lasts ttl, with no time offset and no presence refresh.
+func HotArgs(proc string, ttl, span time.Duration) []any {
+	return []any{packed(0, 1, micros(ttl), micros(span), hereNot), proc}
+}
+
 // RedisKeys returns the Redis keys of budget key.
 func RedisKeys(key string) []string { return redisKeys(key) }
 

@@ -21,19 +21,19 @@ import (
 	"github.com/k8sratelimit/k8sratelimit/store/redisstore"
 )
 
-// ringScript adds ARGV[9..] to the ring of a window of limit ARGV[7] and
+// ringScript adds ARGV[6..] to the ring of a window of limit ARGV[3] and
 // returns the ring's sends, in order, then the limit-th latest of them
-// and of the instants ARGV[8] (latest first, space-separated) with the
-// ring's ARGV[9] latest left out (-1: none).
+// and of the instants ARGV[4] (latest first, space-separated) with the
+// ring's ARGV[5] latest left out (-1: none).
 var ringScript = redis.NewScript(redisstore.HotScript(`
 ringLoad()
-local limit = tonumber(ARGV[7])
-for i = 10, #ARGV do ringAdd(tonumber(ARGV[i]), limit) end
+local limit = tonumber(ARGV[3])
+for i = 6, #ARGV do ringAdd(tonumber(ARGV[i]), limit) end
 redis.call('HSET', M, ringFields())
 local out = ringRead(0, ring.n)
 local ws = {}
-for x in string.gmatch(ARGV[8], '%d+') do ws[#ws + 1] = tonumber(x) end
-out[#out + 1] = lthOf(ws, limit, tonumber(ARGV[9])) or -1
+for x in string.gmatch(ARGV[4], '%d+') do ws[#ws + 1] = tonumber(x) end
+out[#out + 1] = lthOf(ws, limit, tonumber(ARGV[5])) or -1
 return out
 `))
 
@@ -44,7 +44,7 @@ func runRing(t *testing.T, c *redis.Client, key string, limit int, ws []int64, s
 	for i, x := range ws {
 		w[i] = strconv.FormatInt(x, 10)
 	}
-	args := []any{0, 1, "p", 1_000_000, 60_000_000, 0, limit, strings.Join(w, " "), skip}
+	args := append(redisstore.HotArgs("p", time.Second, time.Minute), limit, strings.Join(w, " "), skip)
 	for _, x := range add {
 		args = append(args, x)
 	}
@@ -157,12 +157,12 @@ func TestRedisWindowRingReusesTheRoomOfSendsPastTheTimespan(t *testing.T) {
 // budget's state describes it.
 func ringSends(t *testing.T, c *redis.Client, key string) int {
 	t.Helper()
-	v, err := c.HGet(context.Background(), "{"+key+"}:m", "ring").Result()
+	v, err := c.HGet(context.Background(), "{"+key+"}:m", "hot").Result()
 	if errors.Is(err, redis.Nil) {
 		return 0
 	}
 	require.NoError(t, err)
-	require.Len(t, v, 40, "ring %q", v)
+	require.Len(t, v, 64, "hot field %q", v)
 	return int(math.Float64frombits(binary.BigEndian.Uint64([]byte(v[8:16]))))
 }
 

@@ -146,10 +146,11 @@ func (s *Store) recordBatch(ctx context.Context, xs []sentSend) {
 	b.mu.Lock()
 	p := b.policy
 	b.mu.Unlock()
-	args := s.argsHere(b, p, "0", 1+2*len(xs))
+	offset := s.offset.Load()
+	args := s.argsAt(p, hereNot, offset, 1+2*len(xs))
 	args = append(args, "0")
 	for _, x := range xs {
-		args = append(args, x.rec.member, s.offsetAt(x.at)-args[0].(int64))
+		args = append(args, x.rec.member, s.offsetAt(x.at)-offset)
 	}
 	v, err := s.call(ctx, scriptSent, b, args)
 	codes, _ := v.([]any)
@@ -196,11 +197,12 @@ func (s *Store) recordSent(ctx context.Context, x sentSend) {
 // done reports that the send is recorded, at the instant it left; else
 // the entry is a waiting reservation again, for confirm.lua.
 func (s *Store) confirmAtOnce(ctx context.Context, b *redisBudget, id uint64, rec record, p store.Policy, leftAt int64) (done bool, err error) {
-	args := s.argsHere(b, p, "0", 3)
+	offset := s.offset.Load()
+	args := s.argsAt(p, hereNot, offset, 3)
 	var asks string
 	var at int64
 	if leftAt != 0 {
-		asks, at = "0", s.offsetAt(leftAt)-args[0].(int64)
+		asks, at = "0", s.offsetAt(leftAt)-offset
 	} else {
 		asks = "1"
 	}

@@ -52,7 +52,7 @@ func (s *Store) status(ctx context.Context, keys []string) (store.BudgetStatus, 
 }
 
 func (s *Store) statusOn(ctx context.Context, c redis.Cmdable, keys []string) (store.BudgetStatus, error) {
-	v, err := s.run(ctx, c, scriptStatus, keys, s.offset.Load(), "1", s.proc, micros(s.ttl), 1, "0").Result()
+	v, err := s.run(ctx, c, scriptStatus, keys, s.argsHere(store.Policy{Strategy: store.StrategyWindow, Timespan: time.Microsecond}, hereNot, 0)...).Result()
 	if err != nil {
 		return store.BudgetStatus{}, err
 	}

@@ -273,6 +273,14 @@ const (
 	earlyFor   = 5 * time.Second
 )
 
+// The presence flags of the scripts' arguments (see lua/hot.lua): whether
+// a call refreshes this process's presence on the budget.
+const (
+	hereNot    = 0 // no
+	hereCount  = 1 // yes, and counts the processes sharing it
+	hereIfAhead = 2 // only if it records a reservation ahead
+)
+
 // args returns the arguments every script starts with (see lua/hot.lua),
 // followed by room for n more. They ask to refresh this process's
 // presence on the budget, and count the processes sharing it, when force
@@ -280,24 +288,30 @@ const (
 // reservation ahead when it was last refreshed half a presence interval
 // ago.
 func (s *Store) args(b *redisBudget, p store.Policy, force bool, n int) []any {
-	return s.argsHere(b, p, s.presenceFlag(b, force), n)
+	return s.argsHere(p, s.presenceFlag(b, force), n)
 }
 
-// argsHere is args with the presence flag here (see lua/hot.lua) given.
-func (s *Store) argsHere(b *redisBudget, p store.Policy, here string, n int) []any {
-	windowed := "0"
+// argsHere is args with the presence flag here given.
+func (s *Store) argsHere(p store.Policy, here int64, n int) []any {
+	return s.argsAt(p, here, s.offset.Load(), n)
+}
+
+// argsAt is argsHere with the time offset given: a script then decides at
+// the local clock's now plus offset, as the server's clock tells it.
+func (s *Store) argsAt(p store.Policy, here, offset int64, n int) []any {
+	var windowed int64
 	if p.Strategy != store.StrategyLinear {
-		windowed = "1"
+		windowed = 1
 	}
-	a := make([]any, 6, 6+n)
-	a[0], a[1], a[2], a[3], a[4], a[5] = s.offset.Load(), windowed, s.proc, micros(s.ttl), micros(max(p.Timespan, time.Microsecond)), here
+	a := make([]any, 2, 2+n)
+	a[0], a[1] = packed(offset, windowed, micros(s.ttl), micros(max(p.Timespan, time.Microsecond)), here), s.proc
 	return a
 }
 
 // presenceFlag returns args' presence flag, taking the turn to count the
 // processes when it is due.
-func (s *Store) presenceFlag(b *redisBudget, force bool) string {
-	here := "0"
+func (s *Store) presenceFlag(b *redisBudget, force bool) int64 {
+	here := int64(hereNot)
 	now, last := s.localMicros(), b.lastHere.Load()
 	every := micros(s.opts.Presence)
 	if now-b.born < micros(earlyFor) {
@@ -305,9 +319,9 @@ func (s *Store) presenceFlag(b *redisBudget, force bool) string {
 	}
 	switch {
 	case force || (now-last >= every && b.lastHere.CompareAndSwap(last, now)):
-		here = "1"
+		here = hereCount
 	case now-last >= micros(s.opts.Presence/2):
-		here = "2"
+		here = hereIfAhead
 	}
 	return here
 }
@@ -371,53 +385,53 @@ const (
 func (s *Store) reserve(ctx context.Context, b *redisBudget, p store.Policy, r store.Request, order uint64, held []*heldRequest, ahead time.Duration, promoted *heldRequest) (reply, error) {
 	limit := max(p.Limit, 1)
 	span := max(p.Timespan, time.Microsecond)
-	var est, estMark int64
-	released := "0"
+	var est, estMark, released int64
 	if promoted != nil {
 		est, estMark = promoted.slot, promoted.mark
 		if promoted.freed {
-			released = "1"
+			released = 1
 		}
 	}
-	// The numbers both strategies take first: the limit, the max wait,
-	// the jitter, the requests held before it, how far ahead it may be
-	// recorded (µs).
-	nums := make([]int64, 5, 10)
-	nums[0], nums[1], nums[2], nums[3], nums[4] = int64(limit), micros(r.MaxWait), micros(r.Jitter), int64(len(held)), micros(ahead)
 	var last int64 // the theoretical arrival time after the held requests (linear), the latest slot given to them (window)
 	if n := len(held); n > 0 {
 		last = held[n-1].mark
 	}
-	args := s.args(b, p, false, 5)
+	here := s.presenceFlag(b, false)
+	args := s.argsHere(p, here, 3)
+	// The numbers both strategies take first: the limit, the max wait,
+	// the jitter, the requests held before it, how far ahead it may be
+	// recorded (µs).
+	limitN, maxWait, jitter, heldN, aheadN := int64(limit), micros(r.MaxWait), micros(r.Jitter), int64(len(held)), micros(ahead)
 	if p.Strategy == store.StrategyLinear {
-		interval := max(span/time.Duration(limit), time.Microsecond)
-		nums = append(nums, last, micros(interval), micros(interval)*int64(max(p.Burst, 1)-1), est, estMark)
-		args = append(args, packed(nums), s.member(order), released)
-		return s.reserveReply(ctx, b, scriptReserveLinear, args)
+		interval := micros(max(span/time.Duration(limit), time.Microsecond))
+		nums := packed(limitN, maxWait, jitter, heldN, aheadN, last, interval, interval*int64(max(p.Burst, 1)-1), est, estMark, released)
+		return s.reserveReply(ctx, b, scriptReserveLinear, append(args, nums, s.member(order)), here)
 	}
 	first, latest := latestHeld(held, limit)
-	nums = append(nums, last, int64(first), est, estMark)
-	// How a request admitted at once is recorded: a send, one kept for
-	// Sent to move (deferred), or a held request being recorded
-	// (promoted), whose waiter confirms. A request that takes a slot
+	// How a request admitted at once is recorded: a send (1), one kept
+	// for Sent to move (2, deferred), or a held request being recorded
+	// (0, promoted), whose waiter confirms. A request that takes a slot
 	// again (its reservation lost, or decided in-process during an
 	// outage) and has it now leaves at once: a send.
-	sentAtOnce := "1"
+	var atOnce int64 = 1
 	switch {
 	case promoted != nil:
-		sentAtOnce = "0"
+		atOnce = 0
 	case r.Deferred:
-		sentAtOnce = "2"
+		atOnce = 2
 	}
-	args = append(args, packed(nums), s.member(order), sentAtOnce, released, latest)
-	return s.reserveReply(ctx, b, scriptReserveWindow, args)
+	args = append(args, packed(limitN, maxWait, jitter, heldN, aheadN, last, int64(first), est, estMark, atOnce, released), s.member(order))
+	if len(held) > 0 {
+		args = append(args, latest)
+	}
+	return s.reserveReply(ctx, b, scriptReserveWindow, args, here)
 }
 
 // packed returns xs as big-endian doubles, one argument that a script
 // reads with one struct.unpack: far cheaper, inside Redis, than as many
 // arguments, each parsed as a number. Every value is an integer below
 // 2^53, exact as a double.
-func packed(xs []int64) []byte {
+func packed(xs ...int64) []byte {
 	out := make([]byte, 8*len(xs))
 	for i, x := range xs {
 		binary.BigEndian.PutUint64(out[8*i:], math.Float64bits(float64(x)))
@@ -425,12 +439,15 @@ func packed(xs []int64) []byte {
 	return out
 }
 
-// reserveReply runs reserve script sc with args and reads its reply.
-func (s *Store) reserveReply(ctx context.Context, b *redisBudget, sc *script, args []any) (reply, error) {
+// reserveReply runs reserve script sc with args, whose presence flag is
+// here, and reads its reply.
+func (s *Store) reserveReply(ctx context.Context, b *redisBudget, sc *script, args []any, here int64) (reply, error) {
 	v, err := s.call(ctx, sc, b, args)
 	if err != nil {
 		return reply{}, err
 	}
+	// Eight numbers packed as big-endian doubles (see answer in
+	// lua/hot.lua), and the name recorded.
 	a, ok := v.([]any)
 	if !ok || len(a) != 9 {
 		return reply{}, fmt.Errorf("store: unexpected reply %v", v)
@@ -438,7 +455,7 @@ func (s *Store) reserveReply(ctx context.Context, b *redisBudget, sc *script, ar
 	n := func(i int) int64 { x, _ := a[i].(int64); return x }
 	rep := reply{status: n(0), wait: time.Duration(n(1)) * time.Microsecond, cooling: n(2) == 1, now: n(3), mark: n(4), base: n(7)}
 	rep.member, _ = a[8].(string)
-	if rep.status == recorded && rep.wait > 0 && args[5] == "2" {
+	if rep.status == recorded && rep.wait > 0 && here == hereIfAhead {
 		b.lastHere.Store(s.localMicros()) // the script refreshed the presence
 	}
 	b.counted(n(5), n(6))
@@ -614,8 +631,7 @@ func (s *Store) confirm(ctx context.Context, b *redisBudget, id uint64, leftAt i
 		// decides at the instant the request left, and leaves the presence
 		// and the count of processes to the requests, whose replies carry
 		// the count.
-		args = s.argsHere(b, p, "0", 5)
-		args[0] = s.offsetAt(leftAt)
+		args = s.argsAt(p, hereNot, s.offsetAt(leftAt), 5)
 	}
 	args = append(args, rec.member, max(p.Limit, 1), holding, rec.at, rec.mark)
 	v, err := s.call(ctx, scriptConfirm, b, args)

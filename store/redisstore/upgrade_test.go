@@ -59,3 +59,42 @@ func TestRedisKeepsSendsWhereAnEarlierVersionCountsThem(t *testing.T) {
 	assert.EqualValues(t, 1, windowEntries(t, client, "k"))
 	assert.Equal(t, 1, ringSends(t, client, "k"), "only this version shares it now")
 }
+
+// A budget of the earlier layout keeps the latest slot it gave in M's last
+// field: this version's first decision takes it from there, so that slots
+// are still given in order.
+func TestRedisTakesTheLatestSlotFromTheEarlierLayout(t *testing.T) {
+	client, s := startStore(t, redisstore.Options{Presence: time.Hour})
+	ctx := context.Background()
+	p := store.Policy{Strategy: store.StrategyWindow, Limit: 10, Timespan: 10 * time.Second}
+	require.NoError(t, client.HSet(ctx, "{k}:m", "last", serverMicros(t, client)+3e6).Err())
+
+	res, err := s.Reserve(ctx, "k", p, anyWait)
+	require.NoError(t, err)
+	assert.InDelta(t, float64(3*time.Second), float64(res.Wait), float64(redisTolerance), "after the latest slot the earlier layout gave")
+}
+
+// While a process of the earlier version shares a budget, the latest slot
+// given is written where that version reads it, and read from there too:
+// the two versions give slots in one order.
+func TestRedisSharesTheLatestSlotWithAnEarlierVersion(t *testing.T) {
+	client, s := startStore(t, redisstore.Options{Presence: time.Hour})
+	ctx := context.Background()
+	p := store.Policy{Strategy: store.StrategyWindow, Limit: 10, Timespan: 10 * time.Second}
+	const earlier = "0123456789ab"
+	now := serverMicros(t, client)
+	require.NoError(t, client.ZAdd(ctx, "{k}:p", redis.Z{Score: now + 60e6, Member: earlier}).Err())
+
+	res, err := s.Reserve(ctx, "k", p, store.Request{})
+	require.NoError(t, err)
+	require.True(t, res.OK && res.Wait == 0, "admitted at once: %+v", res)
+	last, err := client.HGet(ctx, "{k}:m", "last").Float64()
+	require.NoError(t, err, "the slot given is written where the earlier version reads it")
+	assert.InDelta(t, now, last, float64(redisTolerance/time.Microsecond))
+
+	// The earlier version gives a slot 3s ahead.
+	require.NoError(t, client.HSet(ctx, "{k}:m", "last", now+3e6).Err())
+	res, err = s.Reserve(ctx, "k", p, anyWait)
+	require.NoError(t, err)
+	assert.InDelta(t, float64(3*time.Second), float64(res.Wait), float64(redisTolerance), "after the slot the earlier version gave")
+}

@@ -1,14 +1,14 @@
--- Confirm a waiting reservation when its waiter wakes. ARGV[7] member,
--- [8] limit, [9] 1 when this process holds requests in-process (see
--- reserve_window.lua), [10] when it was recorded (µs), [11] linear: the
+-- Confirm a waiting reservation when its waiter wakes. ARGV[3] member,
+-- [4] limit, [5] 1 when this process holds requests in-process (see
+-- reserve_window.lua), [6] when it was recorded (µs), [7] linear: the
 -- theoretical arrival time after it. Returns {the µs left until its slot
 -- (0: send now), or -1 when the budget no longer holds it}; a late send of
--- a window (below) adds, when [9] is 1, the instants of the L latest
+-- a window (below) adds, when [5] is 1, the instants of the L latest
 -- entries, in order, so that the process moves the held requests they
 -- crowd.
-local limit = tonumber(ARGV[8])
+local limit = tonumber(ARGV[4])
 here(true)
-local member, s = current(ARGV[7])
+local member, s = current(ARGV[3])
 
 -- A cooldown set since its slot came (its waiter late, or waiting for a
 -- seat) holds it back too: nothing is sent while one lasts. heldBack
@@ -29,11 +29,11 @@ if not s then
   -- (a restart), when this process has been present since before it was
   -- recorded (see join) and the budget's state has counted it. Otherwise
   -- the process reserves again.
-  local at = tonumber(ARGV[10])
+  local at = tonumber(ARGV[6])
   if not windowed and at > 0 and at <= now - span then
     local st = redis.call('HMGET', M, 'e:' .. proc, 'tat')
     local since = tonumber(st[1])
-    if since and since <= at and (tonumber(st[2]) or 0) >= tonumber(ARGV[11]) then
+    if since and since <= at and (tonumber(st[2]) or 0) >= tonumber(ARGV[7]) then
       return heldBack() or {0}
     end
   end
@@ -133,7 +133,7 @@ end
 local function left()
   local out = {0}
   if t > now then out[1] = tonumber(redis.call('ZSCORE', W, member)) - now end
-  if ARGV[9] == '1' then
+  if ARGV[5] == '1' then
     local xs = unionLatest(redis.call('ZREVRANGE', W, 0, limit - 1, 'WITHSCORES'), limit)
     for i = #xs, 1, -1 do out[#out + 1] = xs[i] end
   end

@@ -1,8 +1,8 @@
--- Extend the budget's cooldown to now + ARGV[7] (µs) and move every
+-- Extend the budget's cooldown to now + ARGV[3] (µs) and move every
 -- outstanding reservation later by the same amount, so that the earliest
 -- starts no sooner than its end. Returns {µs left, µs every reservation
 -- moved, now µs}.
-local until_ = now + tonumber(ARGV[7])
+local until_ = now + tonumber(ARGV[3])
 presence()
 local cd = hnum('cd')
 if until_ <= cd then return {cd - now, 0, now} end
@@ -23,6 +23,10 @@ if earliest and earliest < until_ then
   for _, f in ipairs({'last', 'tat'}) do
     local v = hnum(f)
     if v > now then redis.call('HSET', M, f, v + delta) end
+  end
+  if windowed and ringLoad().last > now then
+    ring.last = ring.last + delta
+    redis.call('HSET', M, ringFields())
   end
 end
 renew(0, until_, nil)

@@ -4,12 +4,14 @@
 -- its freed slots (F), its state (M), the presence of the processes
 -- sharing it (P) and the other sends of a window (S, see the ring below).
 -- All five carry the budget key in a hash tag: one Cluster slot.
--- ARGV[1] time offset (µs, 0 outside tests), [2] 1 for a window budget,
--- [3] this process's name, [4] how long its presence lasts (µs), [5] the
--- timespan (µs), [6] whether to refresh this process's presence: 1 yes,
--- and count the processes (every few seconds per budget); 2 only if this
--- call records a reservation ahead (when the presence may be lapsing);
--- 0 no. Then each script's own.
+-- ARGV[1] packed, as big-endian doubles: the time offset (µs, 0 outside
+-- tests), 1 for a window budget, how long this process's presence lasts
+-- (µs), the timespan (µs), whether to refresh this process's presence: 1
+-- yes, and count the processes (every few seconds per budget); 2 only if
+-- this call records a reservation ahead (when the presence may be
+-- lapsing); 0 no. [2] this process's name. Then each script's own.
+-- (Numbers cost a script far less packed than as text, and each argument
+-- costs one Lua string.)
 -- Times are µs of the Redis server's clock, never a client's.
 --
 -- The scripts are the functions of one library (see scripts.go): what
@@ -25,6 +27,9 @@
 local KEYS, ARGV, W, F, M, P, S
 local windowed, proc, ttl, span, now, renewEvery
 
+-- refresh is ARGV[1]'s presence flag (see above).
+local refresh
+
 -- rank is this process's place among the live processes sharing the
 -- budget, in the order of their names, when counted (-1: not counted): it
 -- decides which of them take the seats of a concurrency limit that does
@@ -38,21 +43,15 @@ local earlier
 -- ring is the ring of sends as read (nil: not read; see the ring below).
 local ring
 
--- zero reads an argument that is mostly 0 as a number, without parsing
--- the 0.
-local function zero(x)
-  if x == '0' then return 0 end
-  return tonumber(x)
-end
-
 -- begin sets the state of a call with keys k and arguments a.
 local function begin(k, a)
   KEYS, ARGV = k, a
   W, F, M, P, S = k[1], k[2], k[3], k[4], k[5]
-  windowed = a[2] == '1'
-  proc, ttl, span = a[3], tonumber(a[4]), tonumber(a[5])
+  local offset, w
+  offset, w, ttl, span, refresh = struct.unpack('>ddddd', a[1])
+  windowed, proc = w == 1, a[2]
   local clock = redis.call('TIME')
-  now = tonumber(clock[1]) * 1000000 + tonumber(clock[2]) + zero(a[1])
+  now = tonumber(clock[1]) * 1000000 + tonumber(clock[2]) + offset
   renewEvery = math.max(span, 60000000)
   rank, earlier, ring = -1, nil, nil
 end
@@ -64,31 +63,68 @@ local function hnum(field)
   return tonumber(redis.call('HGET', M, field) or '0') or 0
 end
 
+-- The hot field. What a window's decision reads and writes every time,
+-- besides its entries, is one field of M, 'hot': the ring's description
+-- (see the ring below: the place of the oldest send, the count, the
+-- places, the latest instant and the limit the size grows to), the latest
+-- slot given before jitter (last), when renew is due next (ren), and
+-- whether a process of an earlier version shares the budget (mixed, see
+-- countOf), as eight big-endian doubles: one field, and no number in
+-- text, cost a script far less than a field each. A process of an
+-- earlier version reads and writes last, ren and cd as fields of their
+-- own; while one shares the budget, last is written there too, and read
+-- from there as well (see lastSlot).
+
+-- ringOf sets the ring, and the state kept with it, from M's hot field as
+-- read (v, false or nil: none). Without one (a new budget, or one of an
+-- earlier version), last is M's last field, and renew is due.
+local function ringOf(v)
+  if v and #v == 64 then
+    local h, n, c, l, lim, last, ren, mix = struct.unpack('>dddddddd', v)
+    ring = {h = h, n = n, c = c, l = l, limit = lim, last = last, ren = ren, mixed = mix}
+  else
+    ring = {h = 0, n = 0, c = 0, l = 0, limit = 0, last = hnum('last'), ren = 0, mixed = 0}
+  end
+end
+
+-- ringLoad reads the ring from M unless read already.
+local function ringLoad()
+  if not ring then ringOf(redis.call('HGET', M, 'hot')) end
+  return ring
+end
+
+-- ringFields returns M's hot field, to be written.
+local function ringFields()
+  return 'hot', struct.pack('>dddddddd', ring.h, ring.n, ring.c, ring.l, ring.limit, ring.last, ring.ren, ring.mixed)
+end
+
 -- live returns the processes sharing the budget whose presence has not
 -- lapsed. Presences lapse at whole µs: later than now is now + 1 on.
 local function live()
   return redis.call('ZRANGEBYSCORE', P, now + 1, '+inf')
 end
 
--- countOf returns the number of the live processes ps, and sets rank. It
--- notes in M's mixed whether one of them is of an earlier version, which
--- reads no ring (see below): each process of this version marks itself
--- in M's v:<process> while present.
+-- countOf returns the number of the live processes ps, and sets rank. For
+-- a window, it notes in M's hot field whether one of them is of an
+-- earlier version, which reads no ring nor hot field: each process of
+-- this version marks itself in M's v:<process> while present.
 local function countOf(ps)
   rank = 0
-  local marks = {'mixed'}
+  local marks = {}
   for _, p in ipairs(ps) do
     if p < proc then rank = rank + 1 end
     marks[#marks + 1] = 'v:' .. p
   end
-  if #marks > 1 then
-    local v = redis.call('HMGET', M, unpack(marks))
-    local mixed = '0'
-    for i = 2, #v do
-      if not v[i] then mixed = '1' end
+  if windowed and #marks > 0 then
+    local mix = 0
+    for _, v in ipairs(redis.call('HMGET', M, unpack(marks))) do
+      if not v then mix = 1 end
     end
-    if v[1] ~= mixed then redis.call('HSET', M, 'mixed', mixed) end
-    earlier = mixed == '1'
+    if ringLoad().mixed ~= mix then
+      ring.mixed = mix
+      redis.call('HSET', M, ringFields())
+    end
+    earlier = mix == 1
   end
   return #ps
 end
@@ -123,21 +159,22 @@ end
 -- records a reservation ahead), and returns the number of processes
 -- sharing the budget (-1: not counted).
 local function here(ahead)
-  if ARGV[6] == '1' then
+  if refresh == 1 then
     local ps = live()
     if not join(ps) then ps[#ps + 1] = proc end
     return countOf(ps)
   end
-  if ARGV[6] == '2' and ahead then join() end
+  if refresh == 2 and ahead then join() end
   return -1
 end
 
--- renew, at most every renewEvery (and on a budget's first use), drops
--- freed slots already past, abandoned linear reservations (a timespan
--- past their slots) and the presence records of processes no longer
--- present (those a previous version's upkeep removed), makes W and
--- F exist (a member at instant 0 constrains nothing), records the policy
--- for status, and pushes the expiry of all four keys past every instant
+-- renew, at most every renewEvery (when M's ren says, for a window its
+-- hot field), and on a budget's first use, drops freed slots already
+-- past, abandoned linear reservations (a timespan past their slots) and
+-- the presence records of processes no longer present (those a previous
+-- version's upkeep removed), makes W and F exist (a member at instant 0
+-- constrains nothing), records the policy for status, and pushes the
+-- expiry of all four keys past every instant
 -- they can hold until the next renewal: each instant recorded meanwhile
 -- lies at most a timespan after the cooldown's end or the time it was
 -- recorded, and must count for a timespan after that.
@@ -159,6 +196,10 @@ local function renew(due, cd, limit)
     end
   end
   redis.call('HSET', M, 'nf', redis.call('ZCOUNT', F, '(0', '+inf'), 'ren', now + renewEvery, 'span', span)
+  if windowed then
+    ringLoad().ren = now + renewEvery
+    redis.call('HSET', M, ringFields())
+  end
   if limit then
     local strategy = 'linear'
     if windowed then strategy = 'window' end
@@ -259,6 +300,13 @@ local function claim(nf, t0, slot, member, maxwait, named)
   return at, member
 end
 
+-- answer returns a reserve's reply: status, wait µs, cooling 0/1, now µs,
+-- mark µs, processes, rank, base µs (see reserve_window.lua), and the name
+-- recorded.
+local function answer(status, wait, cooling, mark, procs, base, name)
+  return {status, wait, cooling, now, mark, procs, rank, base, name}
+end
+
 -- jitter returns the part of j that keeps a wait within maxwait.
 local function jitter(wait, j, maxwait)
   if j <= 0 then return 0 end
@@ -271,7 +319,7 @@ end
 -- latest decides where the next request goes. So the sends that no
 -- Confirm or Sent still moves are kept in S, a string of 8-byte instants
 -- (big-endian doubles of µs), the latest `limit` of them at most, in time
--- order from the oldest's place around a buffer of places, as M's ring
+-- order from the oldest's place around a buffer of places, as M's hot
 -- field describes it (see ringOf), with the latest instant. A send is
 -- added with one SETRANGE, in place, over the oldest when the buffer is
 -- full: the buffer grows, doubling up to the limit, only when the sends a
@@ -279,42 +327,33 @@ end
 -- anew (SET, which allocates no more than it holds). A send older than
 -- the limit-th latest, or than a timespan, counts for nothing that the
 -- window decides.
--- While a process of an earlier version shares the budget (M's mixed is
--- 1, see count), sends go to W as before, named '=' and their members,
+-- While a process of an earlier version shares the budget (mixed, see
+-- countOf), sends go to W as before, named '=' and their members,
 -- where every version counts them; the ring's are counted by this
 -- version, and the earlier one's too once they leave (a rolling upgrade).
 
 -- mixed reports whether a process of an earlier version shares the
--- budget: as counted by this script, else from M's mixed as read (v, nil:
--- read it).
-local function mixed(v)
+-- budget: as counted by this script, else as M's hot field says.
+local function mixed()
   if earlier ~= nil then return earlier end
-  if v == nil then v = redis.call('HGET', M, 'mixed') end
-  return v == '1'
+  return ringLoad().mixed == 1
 end
 
--- ringOf sets the ring from M's ring field as read (v, false or nil:
--- none): the place of the oldest, the count, the places, the latest
--- instant and the limit the size grows to, as five big-endian doubles
--- (packed, they cost a script far less than numbers in text).
-local function ringOf(v)
-  if v and #v == 40 then
-    local h, n, c, l, lim = struct.unpack('>ddddd', v)
-    ring = {h = h, n = n, c = c, l = l, limit = lim}
-  else
-    ring = {h = 0, n = 0, c = 0, l = 0, limit = 0}
-  end
+-- lastSlot returns the latest slot given before jitter: the hot field's,
+-- or M's last field's while a process of an earlier version, which
+-- writes only that, shares the budget and has given a later one.
+local function lastSlot()
+  local last = ringLoad().last
+  if mixed() then last = math.max(last, hnum('last')) end
+  return last
 end
 
--- ringLoad reads the ring from M unless read already.
-local function ringLoad()
-  if not ring then ringOf(redis.call('HGET', M, 'ring')) end
-  return ring
-end
-
--- ringFields returns M's field that describes the ring, to be written.
-local function ringFields()
-  return 'ring', struct.pack('>ddddd', ring.h, ring.n, ring.c, ring.l, ring.limit)
+-- setLast records x as the latest slot given, for the caller to write
+-- with ringFields; while a process of an earlier version shares the
+-- budget, in M's last field too.
+local function setLast(x)
+  ringLoad().last = x
+  if mixed() then redis.call('HSET', M, 'last', x) end
 end
 
 -- ringRead returns the instants at places i to j - 1 of the ring, counted

@@ -1,17 +1,16 @@
--- Reserve one slot of a linear budget (GCRA). ARGV[7] packed, as
+-- Reserve one slot of a linear budget (GCRA). ARGV[3] packed, as
 -- big-endian doubles: the limit, the max wait (µs), the jitter (µs), how
 -- many requests of this process wait in-process before it, how far ahead
 -- (µs) a reservation may be recorded, the theoretical arrival time after
 -- those held requests (0: none), the interval (µs), the burst allowance
 -- tau (µs), the estimated slot of the held request being recorded (0:
--- none), the theoretical arrival time after it. [8] the reservation's
--- member, [9] 1 when that held request was released (its slot is
--- recorded as released).
--- Returns {status, wait µs, cooling 0/1, now µs, tat µs, processes, rank,
--- base µs, the name recorded}: as reserve_window, with the theoretical
--- arrival time after this request and its slot before jitter.
-local limit, maxwait, jit, held, horizon, heldTat, interval, tau, est, estTat = struct.unpack('>dddddddddd', ARGV[7])
-local member = ARGV[8]
+-- none), the theoretical arrival time after it, and 1 when that held
+-- request was released (its slot is recorded as released). [4] the
+-- reservation's member.
+-- Returns as reserve_window, with the theoretical arrival time after this
+-- request (the mark) and its slot before jitter (the base).
+local limit, maxwait, jit, held, horizon, heldTat, interval, tau, est, estTat, released = struct.unpack('>ddddddddddd', ARGV[3])
+local member = ARGV[4]
 
 local st = redis.call('HMGET', M, 'cd', 'tat', 'nf', 'ren')
 local cd = tonumber(st[1]) or 0
@@ -28,7 +27,7 @@ local slot = math.max(t0, tat - tau)
 -- A held request keeps the slot it was estimated, jitter and all, where
 -- what was recorded since leaves room for it there (see reserve_window).
 if est > 0 and est >= cd and est >= tat - tau then
-  if ARGV[9] == '1' then
+  if released == 1 then
     redis.call('ZADD', F, est, freedName(member))
     redis.call('HINCRBY', M, 'nf', 1)
   elseif est > now then
@@ -37,13 +36,13 @@ if est > 0 and est >= cd and est >= tat - tau then
   end
   local after = math.max(estTat, math.max(tat, est) + interval)
   redis.call('HSET', M, 'tat', after)
-  return {1, math.max(est - now, 0), cooling, now, after, procs, rank, est, member}
+  return answer(1, math.max(est - now, 0), cooling, after, procs, est, member)
 end
 
 local at, claimed = claim(tonumber(st[3]) or 0, t0, slot, member, maxwait)
 if at then
-  if at - now > maxwait then return {0, at - now, cooling, now, tat, procs, rank, at, member} end
-  return {1, at - now, cooling, now, tat, procs, rank, at, claimed}
+  if at - now > maxwait then return answer(0, at - now, cooling, tat, procs, at, member) end
+  return answer(1, at - now, cooling, tat, procs, at, claimed)
 end
 
 local wait, j = slot - now, 0
@@ -52,12 +51,12 @@ if wait > 0 then
   slot = slot + j
   wait = wait + j
 end
-if wait > maxwait then return {0, wait, cooling, now, tat, procs, rank, slot - j, member} end
+if wait > maxwait then return answer(0, wait, cooling, tat, procs, slot - j, member) end
 local after = math.max(tat, t0) + interval + j
-if wait > 0 and (held > 0 or wait > horizon) then return {2, wait, cooling, now, after, procs, rank, slot - j, member} end
+if wait > 0 and (held > 0 or wait > horizon) then return answer(2, wait, cooling, after, procs, slot - j, member) end
 if wait > 0 then
   redis.call('ZADD', W, slot, member)
   here(true)
 end
 redis.call('HSET', M, 'tat', after)
-return {1, wait, cooling, now, after, procs, rank, slot - j, member}
+return answer(1, wait, cooling, after, procs, slot - j, member)

@@ -1,34 +1,34 @@
--- Reserve one slot of a window budget. ARGV[7] packed, as big-endian
+-- Reserve one slot of a window budget. ARGV[3] packed, as big-endian
 -- doubles: the limit, the max wait (µs), the jitter (µs), how many
 -- requests of this process wait in-process before it, how far ahead (µs)
 -- a reservation may be recorded, the latest slot given to those held
 -- requests before jitter (0: none), j, the rank among the held slots of
--- the latest in ARGV[11] (0: none held), the estimated slot of the held
--- request being recorded (0: none), its slot before jitter. [8] the
--- reservation's member, [9] 1 when a request admitted at once is sent
--- without a Confirm, 2 when it is kept to be confirmed by Sent
--- (store.Request.Deferred), 0 for a held request being recorded, whose
--- waiter confirms, [10] 1 when that held request was released (its slot
--- is recorded as released), [11] the j-th to the min(held, L)-th latest
--- slots of the held requests, latest first, separated by spaces.
+-- the latest in ARGV[5] (0: none held), the estimated slot of the held
+-- request being recorded (0: none), its slot before jitter, 1 when a
+-- request admitted at once is sent without a Confirm, 2 when it is kept
+-- to be confirmed by Sent (store.Request.Deferred), 0 for a held request
+-- being recorded, whose waiter confirms, and 1 when that held request was
+-- released (its slot is recorded as released). [4] the reservation's
+-- member, [5] (when requests are held) the j-th to the min(held, L)-th
+-- latest slots of the held requests, latest first, separated by spaces.
 -- Returns {status, wait µs, cooling 0/1, now µs, base µs, processes, rank,
--- base µs, the name recorded}:
+-- base µs, the name recorded} (see answer in hot.lua):
 -- status 0 refused, 1 recorded, 2 to be held in-process (nothing
 -- recorded); processes and rank -1 when not counted. The name is the
 -- member's unless it claimed a released slot (see hot.lua).
-local limit, maxwait, jit, held, horizon, heldFloor, heldFirst, est, estBase = struct.unpack('>ddddddddd', ARGV[7])
-local member = ARGV[8]
+local limit, maxwait, jit, held, horizon, heldFloor, heldFirst, est, estBase, atOnce, released = struct.unpack('>ddddddddddd', ARGV[3])
+local member = ARGV[4]
 -- A send admitted at once is recorded under the name of a send: a late
 -- waiter's Confirm never moves it.
 local function named(m, wait)
-  if wait <= 0 and ARGV[9] ~= '0' then return '=' .. m end
+  if wait <= 0 and atOnce ~= 0 then return '=' .. m end
   return m
 end
 
-local st = redis.call('HMGET', M, 'cd', 'last', 'nf', 'ren', 'ring', 'mixed')
+local st = redis.call('HMGET', M, 'cd', 'nf', 'hot')
 local cd = tonumber(st[1]) or 0
-ringOf(st[5])
-renew(tonumber(st[4]) or 0, cd, limit)
+ringOf(st[3])
+renew(ring.ren, cd, limit)
 local procs = here(false)
 -- W's latest entries, up to limit. Those a timespan past count for
 -- nothing; they go when they are among them, or W holds more. The
@@ -45,7 +45,7 @@ if #w > 0 then
 end
 local cooling = 0
 if cd > now then cooling = 1 end
-local last = tonumber(st[2]) or 0
+local last = lastSlot()
 local t0 = math.max(now, cd, last)
 
 -- The earliest instant for the request, after the held ones: no earlier
@@ -64,7 +64,7 @@ else
   -- given, R_(L-first+1) bounds it from above: taken then, it can only
   -- delay the request.
   local hs = {}
-  for x in string.gmatch(ARGV[11], '%d+') do hs[#hs + 1] = tonumber(x) end
+  for x in string.gmatch(ARGV[5], '%d+') do hs[#hs + 1] = tonumber(x) end
   local last = heldFirst + #hs - 1
   local lo, hi = math.max(limit - last, 1), limit - heldFirst + 1
   local r = unionLatest(w, hi)
@@ -86,7 +86,7 @@ slot = math.max(slot, after)
 -- waiter's Confirm then moves it to when it really leaves). It claims no
 -- released slot: reservations already queued keep theirs.
 if est > 0 and est >= cd and est >= after then
-  if ARGV[10] == '1' then
+  if released == 1 then
     redis.call('ZADD', W, est, freedName(member))
     redis.call('ZADD', F, est, freedName(member))
     redis.call('HINCRBY', M, 'nf', 1)
@@ -94,15 +94,18 @@ if est > 0 and est >= cd and est >= after then
     redis.call('ZADD', W, est, member)
     if est > now then here(true) end
   end
-  redis.call('HSET', M, 'last', math.max(last, estBase))
-  return {1, math.max(est - now, 0), cooling, now, estBase, procs, rank, estBase, member}
+  setLast(math.max(last, estBase))
+  redis.call('HSET', M, ringFields())
+  return answer(1, math.max(est - now, 0), cooling, estBase, procs, estBase, member)
 end
 
 -- A released slot between the cooldown's end and that instant is claimed.
-local at, claimed = claim(tonumber(st[3]) or 0, math.max(now, cd), slot, member, maxwait, named)
+local nf = 0
+if st[2] and st[2] ~= '0' then nf = tonumber(st[2]) end
+local at, claimed = claim(nf, math.max(now, cd), slot, member, maxwait, named)
 if at then
-  if at - now > maxwait then return {0, at - now, cooling, now, at, procs, rank, at, member} end
-  return {1, at - now, cooling, now, at, procs, rank, at, claimed}
+  if at - now > maxwait then return answer(0, at - now, cooling, at, procs, at, member) end
+  return answer(1, at - now, cooling, at, procs, at, claimed)
 end
 
 local base, wait = slot, slot - now
@@ -110,14 +113,16 @@ if wait > 0 then
   slot = slot + jitter(wait, jit, maxwait)
   wait = slot - now
 end
-if wait > maxwait then return {0, wait, cooling, now, base, procs, rank, base, member} end
-if wait > 0 and (held > 0 or wait > horizon) then return {2, wait, cooling, now, base, procs, rank, base, member} end
-if wait <= 0 and ARGV[9] == '1' and not mixed(st[6] or false) then
+if wait > maxwait then return answer(0, wait, cooling, base, procs, base, member) end
+if wait > 0 and (held > 0 or wait > horizon) then return answer(2, wait, cooling, base, procs, base, member) end
+if wait <= 0 and atOnce == 1 and not mixed() then
   ringAdd(slot, limit)
-  redis.call('HSET', M, 'last', base, ringFields())
-  return {1, wait, cooling, now, base, procs, rank, base, member}
+  ring.last = base
+  redis.call('HSET', M, ringFields())
+  return answer(1, wait, cooling, base, procs, base, member)
 end
 redis.call('ZADD', W, slot, named(member, wait))
-redis.call('HSET', M, 'last', base)
+setLast(base)
+redis.call('HSET', M, ringFields())
 if wait > 0 then here(true) end
-return {1, wait, cooling, now, base, procs, rank, base, member}
+return answer(1, wait, cooling, base, procs, base, member)

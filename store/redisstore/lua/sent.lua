@@ -1,7 +1,7 @@
 -- Record where requests admitted at once, whose reservations were kept to
 -- be confirmed (store.Request.Deferred), really left: after their slots,
 -- once they had a seat. Each entry is a send (named '=' and its member)
--- at its slot, which no other Confirm moves. ARGV[7] 1 when a waiter asks
+-- at its slot, which no other Confirm moves. ARGV[3] 1 when a waiter asks
 -- whether its request may leave now (a cooldown then holds it back), 0
 -- when the requests have left; then, per send, its name and how far (µs)
 -- the instant its request left lies from now (0 for a waiter asking).
@@ -11,7 +11,7 @@
 -- budget no longer holds it, -2 when moving it could crowd a reservation a
 -- timespan after its slot (or, when asked, a cooldown lasts): it is then a
 -- waiting reservation again, under its member's name, for confirm.lua.
-local asks = ARGV[7] == '1'
+local asks = ARGV[3] == '1'
 ringLoad()
 -- The limit the ring grows to; before it exists, the policy's as renew
 -- records it.
@@ -45,7 +45,7 @@ local function record(name, at)
 end
 
 local out = {}
-for i = 8, #ARGV - 1, 2 do
+for i = 4, #ARGV - 1, 2 do
   out[#out + 1] = record(ARGV[i], now + tonumber(ARGV[i + 1]))
 end
 if moved then redis.call('HSET', M, ringFields()) end
