@@ -99,6 +99,12 @@ func functionMissing(err error) bool {
 
 // run runs script sc on c, as a function or as a script.
 func (s *Store) run(ctx context.Context, c redis.Cmdable, sc *script, keys []string, args ...any) *redis.Cmd {
+	return s.runKeys(ctx, c, sc, keys, nil, args)
+}
+
+// runKeys is run with the keys also as arguments (keyArgs, nil: made
+// here), made once per budget rather than on every call.
+func (s *Store) runKeys(ctx context.Context, c redis.Cmdable, sc *script, keys []string, keyArgs, args []any) *redis.Cmd {
 	if sc.fn == "" {
 		return sc.eval.Run(ctx, c, keys, args...)
 	}
@@ -111,7 +117,7 @@ func (s *Store) run(ctx context.Context, c redis.Cmdable, sc *script, keys []str
 	if !fn {
 		return sc.eval.Run(ctx, c, keys, args...)
 	}
-	cmd := c.FCall(ctx, sc.fn, keys, args...)
+	cmd := fcall(ctx, c, sc, keys, keyArgs, args)
 	if !functionMissing(cmd.Err()) {
 		return cmd
 	}
@@ -122,7 +128,29 @@ func (s *Store) run(ctx context.Context, c redis.Cmdable, sc *script, keys []str
 	if !fn {
 		return sc.eval.Run(ctx, c, keys, args...)
 	}
-	return c.FCall(ctx, sc.fn, keys, args...)
+	return fcall(ctx, c, sc, keys, keyArgs, args)
+}
+
+// processor is a client that runs a command as it is made, as every
+// go-redis client does.
+type processor interface {
+	Process(ctx context.Context, cmd redis.Cmder) error
+}
+
+// fcall is c.FCall of sc's function, with the function's name and the
+// keys as arguments made once (keyArgs, nil: made here), not on every
+// call: go-redis's FCall makes each a value of its own.
+func fcall(ctx context.Context, c redis.Cmdable, sc *script, keys []string, keyArgs, args []any) *redis.Cmd {
+	p, ok := c.(processor)
+	if !ok || keyArgs == nil {
+		return c.FCall(ctx, sc.fn, keys, args...)
+	}
+	a := make([]any, 0, 3+len(keyArgs)+len(args))
+	a = append(append(append(a, "fcall", sc.fnArg, len(keyArgs)), keyArgs...), args...)
+	cmd := redis.NewCmd(ctx, a...)
+	cmd.SetFirstKeyPos(3) // as FCall does: a Cluster sends it to the keys' slot
+	_ = p.Process(ctx, cmd)
+	return cmd
 }
 
 // pipelined runs script sc on each of n budgets, in one pipeline; at(i)

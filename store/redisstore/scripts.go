@@ -52,8 +52,9 @@ type script struct {
 	body    string // its own code, after hot.lua (and prelude.lua)
 	prelude bool   // it runs after prelude.lua too
 
-	fn   string        // its function's name, set with the library
-	eval *redis.Script // the same code as one script
+	fn    string        // its function's name, set with the library
+	fnArg any           // fn as an argument, made once
+	eval  *redis.Script // the same code as one script
 }
 
 // The scripts a request runs, kept to a few commands each.
@@ -106,6 +107,7 @@ func buildLibrary(scripts ...*script) (code, name string) {
 	name = libraryPrefix + hex.EncodeToString(sum[:8])
 	for _, sc := range scripts {
 		sc.fn = name + "_" + sc.name
+		sc.fnArg = sc.fn
 		prelude := ""
 		if sc.prelude {
 			prelude = luaPrelude

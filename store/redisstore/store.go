@@ -59,12 +59,13 @@ type Options struct {
 // Redis 7 or later (or Valkey) with maxmemory-policy noeviction is
 // required: an evicted budget is a silent reset.
 type Store struct {
-	client redis.UniversalClient
-	opts   Options
-	log    logr.Logger
-	proc   string // this process's name in the budgets it shares
-	ttl    time.Duration
-	epoch  time.Time
+	client  redis.UniversalClient
+	opts    Options
+	log     logr.Logger
+	proc    string // this process's name in the budgets it shares
+	procArg any    // proc as an argument, made once
+	ttl     time.Duration
+	epoch   time.Time
 
 	seq     atomic.Uint64
 	offset  atomic.Int64 // µs added to the server's time, by tests only (export_test.go)
@@ -135,6 +136,7 @@ func newStore(client redis.UniversalClient, opts Options, own bool) *Store {
 		done:      make(chan struct{}),
 		ownClient: own,
 	}
+	s.procArg = s.proc
 	s.sentQ.kick = make(chan struct{}, 1)
 	if own {
 		s.markDials(client)
@@ -189,8 +191,9 @@ func (s *Store) serverMicros() int64 { return s.localMicros() + s.skew.Load() }
 
 // redisBudget is this process's view of one budget.
 type redisBudget struct {
-	key  string
-	keys []string
+	key     string
+	keys    []string
+	keyArgs []any // keys as arguments, made once
 
 	procs atomic.Int64 // processes last seen sharing it
 	rank  atomic.Int64 // this process's place among them, by name
@@ -219,6 +222,10 @@ func (s *Store) budget(key string) *redisBudget {
 		return v.(*redisBudget)
 	}
 	b := &redisBudget{key: key, keys: redisKeys(key), heldByID: map[uint64]*heldRequest{}, outstanding: map[uint64]record{}, ready: map[uint64]struct{}{}, migrated: map[uint64]uint64{}}
+	b.keyArgs = make([]any, len(b.keys))
+	for i, k := range b.keys {
+		b.keyArgs[i] = k
+	}
 	b.procs.Store(1)
 	b.lastHere.Store(math.MinInt64 / 2)
 	b.born = s.localMicros()
@@ -276,8 +283,8 @@ const (
 // The presence flags of the scripts' arguments (see lua/hot.lua): whether
 // a call refreshes this process's presence on the budget.
 const (
-	hereNot    = 0 // no
-	hereCount  = 1 // yes, and counts the processes sharing it
+	hereNot     = 0 // no
+	hereCount   = 1 // yes, and counts the processes sharing it
 	hereIfAhead = 2 // only if it records a reservation ahead
 )
 
@@ -297,14 +304,17 @@ func (s *Store) argsHere(p store.Policy, here int64, n int) []any {
 }
 
 // argsAt is argsHere with the time offset given: a script then decides at
-// the local clock's now plus offset, as the server's clock tells it.
-func (s *Store) argsAt(p store.Policy, here, offset int64, n int) []any {
+// the local clock's now plus offset, as the server's clock tells it. nums
+// are the script's own numbers, packed after those every script takes.
+func (s *Store) argsAt(p store.Policy, here, offset int64, n int, nums ...int64) []any {
 	var windowed int64
 	if p.Strategy != store.StrategyLinear {
 		windowed = 1
 	}
+	d := packed(offset, windowed, micros(s.ttl), micros(max(p.Timespan, time.Microsecond)), here)
+	d.add(nums...)
 	a := make([]any, 2, 2+n)
-	a[0], a[1] = packed(offset, windowed, micros(s.ttl), micros(max(p.Timespan, time.Microsecond)), here), s.proc
+	a[0], a[1] = d, s.procArg
 	return a
 }
 
@@ -339,7 +349,7 @@ func (s *Store) call(ctx context.Context, sc *script, b *redisBudget, args []any
 		ctx, cancel = context.WithTimeout(ctx, s.opts.Timeout)
 		defer cancel()
 	}
-	return s.run(ctx, s.client, sc, b.keys, args...).Result()
+	return s.runKeys(ctx, s.client, sc, b.keys, b.keyArgs, args).Result()
 }
 
 // reply is a reserve script's answer.
@@ -397,15 +407,15 @@ func (s *Store) reserve(ctx context.Context, b *redisBudget, p store.Policy, r s
 		last = held[n-1].mark
 	}
 	here := s.presenceFlag(b, false)
-	args := s.argsHere(p, here, 3)
+	offset := s.offset.Load()
 	// The numbers both strategies take first: the limit, the max wait,
 	// the jitter, the requests held before it, how far ahead it may be
 	// recorded (µs).
 	limitN, maxWait, jitter, heldN, aheadN := int64(limit), micros(r.MaxWait), micros(r.Jitter), int64(len(held)), micros(ahead)
 	if p.Strategy == store.StrategyLinear {
 		interval := micros(max(span/time.Duration(limit), time.Microsecond))
-		nums := packed(limitN, maxWait, jitter, heldN, aheadN, last, interval, interval*int64(max(p.Burst, 1)-1), est, estMark, released)
-		return s.reserveReply(ctx, b, scriptReserveLinear, append(args, nums, s.member(order)), here)
+		args := s.argsAt(p, here, offset, 1, limitN, maxWait, jitter, heldN, aheadN, last, interval, interval*int64(max(p.Burst, 1)-1), est, estMark, released)
+		return s.reserveReply(ctx, b, scriptReserveLinear, append(args, s.member(order)), here)
 	}
 	first, latest := latestHeld(held, limit)
 	// How a request admitted at once is recorded: a send (1), one kept
@@ -420,24 +430,46 @@ func (s *Store) reserve(ctx context.Context, b *redisBudget, p store.Policy, r s
 	case r.Deferred:
 		atOnce = 2
 	}
-	args = append(args, packed(limitN, maxWait, jitter, heldN, aheadN, last, int64(first), est, estMark, atOnce, released), s.member(order))
+	args := s.argsAt(p, here, offset, 2, limitN, maxWait, jitter, heldN, aheadN, last, int64(first), est, estMark, atOnce, released)
+	args = append(args, s.member(order))
 	if len(held) > 0 {
 		args = append(args, latest)
 	}
 	return s.reserveReply(ctx, b, scriptReserveWindow, args, here)
 }
 
-// packed returns xs as big-endian doubles, one argument that a script
+// doubles are numbers as big-endian doubles, one argument that a script
 // reads with one struct.unpack: far cheaper, inside Redis, than as many
 // arguments, each parsed as a number. Every value is an integer below
-// 2^53, exact as a double.
-func packed(xs ...int64) []byte {
-	out := make([]byte, 8*len(xs))
-	for i, x := range xs {
-		binary.BigEndian.PutUint64(out[8*i:], math.Float64bits(float64(x)))
-	}
-	return out
+// 2^53, exact as a double. go-redis writes them as they are
+// (encoding.BinaryMarshaler), and a pointer is an argument that costs no
+// allocation of its own.
+type doubles struct {
+	n int
+	b [maxDoubles * 8]byte
 }
+
+// maxDoubles bounds the numbers of one argument: those every script
+// takes and a reservation's.
+const maxDoubles = 16
+
+// packed returns xs as doubles.
+func packed(xs ...int64) *doubles {
+	d := &doubles{}
+	d.add(xs...)
+	return d
+}
+
+// add appends xs.
+func (d *doubles) add(xs ...int64) {
+	for _, x := range xs {
+		binary.BigEndian.PutUint64(d.b[8*d.n:], math.Float64bits(float64(x)))
+		d.n++
+	}
+}
+
+// MarshalBinary implements encoding.BinaryMarshaler.
+func (d *doubles) MarshalBinary() ([]byte, error) { return d.b[:8*d.n], nil }
 
 // reserveReply runs reserve script sc with args, whose presence flag is
 // here, and reads its reply.

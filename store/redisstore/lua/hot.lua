@@ -9,7 +9,8 @@
 -- (µs), the timespan (µs), whether to refresh this process's presence: 1
 -- yes, and count the processes (every few seconds per budget); 2 only if
 -- this call records a reservation ahead (when the presence may be
--- lapsing); 0 no. [2] this process's name. Then each script's own.
+-- lapsing); 0 no; then a reserve's own numbers. [2] this process's name.
+-- Then each script's own.
 -- (Numbers cost a script far less packed than as text, and each argument
 -- costs one Lua string.)
 -- Times are µs of the Redis server's clock, never a client's.

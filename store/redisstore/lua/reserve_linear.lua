@@ -1,16 +1,16 @@
--- Reserve one slot of a linear budget (GCRA). ARGV[3] packed, as
--- big-endian doubles: the limit, the max wait (µs), the jitter (µs), how
--- many requests of this process wait in-process before it, how far ahead
--- (µs) a reservation may be recorded, the theoretical arrival time after
--- those held requests (0: none), the interval (µs), the burst allowance
--- tau (µs), the estimated slot of the held request being recorded (0:
--- none), the theoretical arrival time after it, and 1 when that held
--- request was released (its slot is recorded as released). [4] the
--- reservation's member.
+-- Reserve one slot of a linear budget (GCRA). ARGV[1] packed, after the
+-- numbers every script takes (see hot.lua), as big-endian doubles: the
+-- limit, the max wait (µs), the jitter (µs), how many requests of this
+-- process wait in-process before it, how far ahead (µs) a reservation may
+-- be recorded, the theoretical arrival time after those held requests (0:
+-- none), the interval (µs), the burst allowance tau (µs), the estimated
+-- slot of the held request being recorded (0: none), the theoretical
+-- arrival time after it, and 1 when that held request was released (its
+-- slot is recorded as released). [3] the reservation's member.
 -- Returns as reserve_window, with the theoretical arrival time after this
 -- request (the mark) and its slot before jitter (the base).
-local limit, maxwait, jit, held, horizon, heldTat, interval, tau, est, estTat, released = struct.unpack('>ddddddddddd', ARGV[3])
-local member = ARGV[4]
+local limit, maxwait, jit, held, horizon, heldTat, interval, tau, est, estTat, released = struct.unpack('>ddddddddddd', ARGV[1], 41)
+local member = ARGV[3]
 
 local st = redis.call('HMGET', M, 'cd', 'tat', 'nf', 'ren')
 local cd = tonumber(st[1]) or 0

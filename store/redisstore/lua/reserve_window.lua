@@ -1,23 +1,23 @@
--- Reserve one slot of a window budget. ARGV[3] packed, as big-endian
--- doubles: the limit, the max wait (µs), the jitter (µs), how many
+-- Reserve one slot of a window budget. ARGV[1] packed, after the numbers
+-- every script takes (see hot.lua), as big-endian doubles: the limit, the max wait (µs), the jitter (µs), how many
 -- requests of this process wait in-process before it, how far ahead (µs)
 -- a reservation may be recorded, the latest slot given to those held
 -- requests before jitter (0: none), j, the rank among the held slots of
--- the latest in ARGV[5] (0: none held), the estimated slot of the held
+-- the latest in ARGV[4] (0: none held), the estimated slot of the held
 -- request being recorded (0: none), its slot before jitter, 1 when a
 -- request admitted at once is sent without a Confirm, 2 when it is kept
 -- to be confirmed by Sent (store.Request.Deferred), 0 for a held request
 -- being recorded, whose waiter confirms, and 1 when that held request was
--- released (its slot is recorded as released). [4] the reservation's
--- member, [5] (when requests are held) the j-th to the min(held, L)-th
+-- released (its slot is recorded as released). [3] the reservation's
+-- member, [4] (when requests are held) the j-th to the min(held, L)-th
 -- latest slots of the held requests, latest first, separated by spaces.
 -- Returns {status, wait µs, cooling 0/1, now µs, base µs, processes, rank,
 -- base µs, the name recorded} (see answer in hot.lua):
 -- status 0 refused, 1 recorded, 2 to be held in-process (nothing
 -- recorded); processes and rank -1 when not counted. The name is the
 -- member's unless it claimed a released slot (see hot.lua).
-local limit, maxwait, jit, held, horizon, heldFloor, heldFirst, est, estBase, atOnce, released = struct.unpack('>ddddddddddd', ARGV[3])
-local member = ARGV[4]
+local limit, maxwait, jit, held, horizon, heldFloor, heldFirst, est, estBase, atOnce, released = struct.unpack('>ddddddddddd', ARGV[1], 41)
+local member = ARGV[3]
 -- A send admitted at once is recorded under the name of a send: a late
 -- waiter's Confirm never moves it.
 local function named(m, wait)
@@ -64,7 +64,7 @@ else
   -- given, R_(L-first+1) bounds it from above: taken then, it can only
   -- delay the request.
   local hs = {}
-  for x in string.gmatch(ARGV[5], '%d+') do hs[#hs + 1] = tonumber(x) end
+  for x in string.gmatch(ARGV[4], '%d+') do hs[#hs + 1] = tonumber(x) end
   local last = heldFirst + #hs - 1
   local lo, hi = math.max(limit - last, 1), limit - heldFirst + 1
   local r = unionLatest(w, hi)
