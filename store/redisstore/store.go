@@ -480,17 +480,22 @@ func (s *Store) reserveReply(ctx context.Context, b *redisBudget, sc *script, ar
 	}
 	// Eight numbers packed as big-endian doubles (see answer in
 	// lua/hot.lua), and the name recorded.
+	// {status, plus 4 while a cooldown lasts, wait, now, mark, base,
+	// member}, then the processes and this one's rank when counted (see
+	// answer in lua/hot.lua).
 	a, ok := v.([]any)
-	if !ok || len(a) != 9 {
+	if !ok || (len(a) != 6 && len(a) != 8) {
 		return reply{}, fmt.Errorf("store: unexpected reply %v", v)
 	}
 	n := func(i int) int64 { x, _ := a[i].(int64); return x }
-	rep := reply{status: n(0), wait: time.Duration(n(1)) * time.Microsecond, cooling: n(2) == 1, now: n(3), mark: n(4), base: n(7)}
-	rep.member, _ = a[8].(string)
+	rep := reply{status: n(0) & 3, wait: time.Duration(n(1)) * time.Microsecond, cooling: n(0)&4 != 0, now: n(2), mark: n(3), base: n(4)}
+	rep.member, _ = a[5].(string)
 	if rep.status == recorded && rep.wait > 0 && here == hereIfAhead {
 		b.lastHere.Store(s.localMicros()) // the script refreshed the presence
 	}
-	b.counted(n(5), n(6))
+	if len(a) == 8 {
+		b.counted(n(6), n(7))
+	}
 	s.skew.Store(rep.now - s.localMicros())
 	return rep, nil
 }

@@ -6,7 +6,7 @@
 -- a window (below) adds, when [5] is 1, the instants of the L latest
 -- entries, in order, so that the process moves the held requests they
 -- crowd.
-local limit = tonumber(ARGV[4])
+local limit = tonum(ARGV[4])
 here(true)
 local member, s = current(ARGV[3])
 
@@ -17,7 +17,7 @@ local member, s = current(ARGV[3])
 local function heldBack()
   local cd = hnum('cd')
   if cd <= now then return nil end
-  redis.call('ZADD', W, cd, member)
+  call('ZADD', W, cd, member)
   return {cd - now}
 end
 
@@ -29,11 +29,11 @@ if not s then
   -- (a restart), when this process has been present since before it was
   -- recorded (see join) and the budget's state has counted it. Otherwise
   -- the process reserves again.
-  local at = tonumber(ARGV[6])
+  local at = tonum(ARGV[6])
   if not windowed and at > 0 and at <= now - span then
-    local st = redis.call('HMGET', M, 'e:' .. proc, 'tat')
-    local since = tonumber(st[1])
-    if since and since <= at and (tonumber(st[2]) or 0) >= tonumber(ARGV[7]) then
+    local st = call('HMGET', M, 'e:' .. proc, 'tat')
+    local since = tonum(st[1])
+    if since and since <= at and (tonum(st[2]) or 0) >= tonum(ARGV[7]) then
       return heldBack() or {0}
     end
   end
@@ -43,7 +43,7 @@ if s > now then return {s - now} end
 if not windowed then
   local held = heldBack()
   if held then return held end
-  redis.call('ZREM', W, member)
+  call('ZREM', W, member)
   forget(member)
   return {0}
 end
@@ -63,15 +63,15 @@ end
 -- The ring's sends (see hot.lua) are sends too: those up to now leave
 -- before it, or are sends after it (those later than its slot).
 ringLoad()
-local old = redis.call('ZRANK', W, member)
+local old = call('ZRANK', W, member)
 local leaving = {}
 if old > 0 then
-  local e = redis.call('ZRANGE', W, math.max(old - limit, 0), old - 1, 'WITHSCORES')
-  for i = 2, #e, 2 do leaving[#leaving + 1] = tonumber(e[i]) end
+  local e = call('ZRANGE', W, max(old - limit, 0), old - 1, 'WITHSCORES')
+  for i = 2, #e, 2 do leaving[#leaving + 1] = tonum(e[i]) end
 end
-local after = redis.call('ZRANGEBYSCORE', W, num(s), num(now), 'WITHSCORES')
+local after = call('ZRANGEBYSCORE', W, num(s), num(now), 'WITHSCORES')
 for i = 1, #after, 2 do
-  local at = tonumber(after[i + 1])
+  local at = tonum(after[i + 1])
   if sent(after[i]) and (at > s or after[i] > member) then leaving[#leaving + 1] = at end
 end
 local later = 0 -- the ring's sends later than now
@@ -79,9 +79,9 @@ for _, x in ipairs(ringAfter(s)) do
   if x > now then later = later + 1 end
 end
 table.sort(leaving, function(x, y) return x > y end)
-local t = math.max(now, hnum('cd'))
+local t = max(now, hnum('cd'))
 local lth = lthOf(leaving, limit, later)
-if lth then t = math.max(t, lth + span) end
+if lth then t = max(t, lth + span) end
 -- The entries this moves to an instant sort there, as the memory store
 -- keeps them, before those already there, in the order they had: each
 -- is renamed 'm' .. a place of this move .. ':' .. its holder (a released
@@ -96,7 +96,7 @@ local function b36(n, width)
   end
   return out
 end
-local prefix, moves = 'm' .. b36(36 ^ 10 - 1 - redis.call('HINCRBY', M, 'mv', 1), 10), 0
+local prefix, moves = 'm' .. b36(36 ^ 10 - 1 - call('HINCRBY', M, 'mv', 1), 10), 0
 local function move(m, at)
   local name = m -- names of an earlier version keep theirs
   if string.match(m, '^[rm]') then
@@ -106,54 +106,54 @@ local function move(m, at)
       name = name .. '~'
     else
       name = name .. ':' .. owner(m)
-      local o = redis.call('HGET', M, 'b:' .. m) or m
-      redis.call('HDEL', M, 'b:' .. m)
-      redis.call('HSET', M, 'a:' .. o, name, 'b:' .. name, o)
+      local o = call('HGET', M, 'b:' .. m) or m
+      call('HDEL', M, 'b:' .. m)
+      call('HSET', M, 'a:' .. o, name, 'b:' .. name, o)
     end
-    redis.call('ZREM', W, m)
-    if released(m) then redis.call('ZREM', F, m) end
+    call('ZREM', W, m)
+    if released(m) then call('ZREM', F, m) end
   end
-  redis.call('ZADD', W, at, name)
-  if released(name) then redis.call('ZADD', F, at, name) end
+  call('ZADD', W, at, name)
+  if released(name) then call('ZADD', F, at, name) end
   return name
 end
 local was = member
 if t > now then
   member = move(member, t)
 else
-  redis.call('ZREM', W, member)
+  call('ZREM', W, member)
   forget(member)
   if mixed() then
-    redis.call('ZADD', W, now, '=' .. member)
+    call('ZADD', W, now, '=' .. member)
   else
     ringAdd(now, limit)
-    redis.call('HSET', M, ringFields())
+    call('HSET', M, ringFields())
   end
 end
 local function left()
   local out = {0}
-  if t > now then out[1] = tonumber(redis.call('ZSCORE', W, member)) - now end
+  if t > now then out[1] = tonum(call('ZSCORE', W, member)) - now end
   if ARGV[5] == '1' then
-    local xs = unionLatest(redis.call('ZREVRANGE', W, 0, limit - 1, 'WITHSCORES'), limit)
+    local xs = unionLatest(call('ZREVRANGE', W, 0, limit - 1, 'WITHSCORES'), limit)
     for i = #xs, 1, -1 do out[#out + 1] = xs[i] end
   end
   return out
 end
-local due = redis.call('ZRANGEBYSCORE', W, num(s), '(' .. num(t), 'WITHSCORES')
+local due = call('ZRANGEBYSCORE', W, num(s), '(' .. num(t), 'WITHSCORES')
 for i = 1, #due, 2 do
   local m = due[i]
   -- Only those after it: at its own instant, members sort by name, in
   -- the order they were reserved (see hot.lua).
-  if m ~= member and not sent(m) and (tonumber(due[i + 1]) > s or m > was) then move(m, t) end
+  if m ~= member and not sent(m) and (tonum(due[i + 1]) > s or m > was) then move(m, t) end
 end
 -- The entries from its place on: W's, and the ring's sends later than
 -- its slot (those at its slot sort before it, as sends).
 local tail = ringAfter(s)
-local n = redis.call('ZCARD', W) + #tail
+local n = call('ZCARD', W) + #tail
 if n <= old + limit then return left() end
-local e = redis.call('ZRANGE', W, old, -1, 'WITHSCORES')
+local e = call('ZRANGE', W, old, -1, 'WITHSCORES')
 local list = {}
-for i = 1, #e, 2 do list[#list + 1] = {name = e[i], at = tonumber(e[i + 1]), sent = sent(e[i]), i = i} end
+for i = 1, #e, 2 do list[#list + 1] = {name = e[i], at = tonum(e[i + 1]), sent = sent(e[i]), i = i} end
 for _, x in ipairs(tail) do list[#list + 1] = {name = '=', at = x, sent = true, i = 0} end
 -- In time order, sends before reservations at the same instant, the late
 -- one before those it precedes.
@@ -166,7 +166,7 @@ end)
 for j = 1 + limit, #list do
   local x = list[j]
   if not x.sent then
-    local want = math.max(list[j - 1].at, list[j - limit].at + span)
+    local want = max(list[j - 1].at, list[j - limit].at + span)
     if want > x.at then
       x.at = want
       x.name = move(x.name, want)

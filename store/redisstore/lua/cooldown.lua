@@ -2,31 +2,31 @@
 -- outstanding reservation later by the same amount, so that the earliest
 -- starts no sooner than its end. Returns {µs left, µs every reservation
 -- moved, now µs}.
-local until_ = now + tonumber(ARGV[3])
+local until_ = now + tonum(ARGV[3])
 presence()
 local cd = hnum('cd')
 if until_ <= cd then return {cd - now, 0, now} end
-redis.call('HSET', M, 'cd', until_)
+call('HSET', M, 'cd', until_)
 -- Every process's waiters look again: those whose slots are moved, and
 -- those admitted already that wait for a seat, which the cooldown holds
 -- back too.
-redis.call('PUBLISH', W, 'moved')
-local ahead = redis.call('ZRANGEBYSCORE', W, '(' .. num(now), '+inf', 'WITHSCORES')
-local freed = redis.call('ZRANGEBYSCORE', F, '(' .. num(now), '+inf', 'WITHSCORES')
+call('PUBLISH', W, 'moved')
+local ahead = call('ZRANGEBYSCORE', W, '(' .. num(now), '+inf', 'WITHSCORES')
+local freed = call('ZRANGEBYSCORE', F, '(' .. num(now), '+inf', 'WITHSCORES')
 local earliest, delta = nil, 0
-if #ahead > 0 then earliest = tonumber(ahead[2]) end
-if #freed > 0 and (not earliest or tonumber(freed[2]) < earliest) then earliest = tonumber(freed[2]) end
+if #ahead > 0 then earliest = tonum(ahead[2]) end
+if #freed > 0 and (not earliest or tonum(freed[2]) < earliest) then earliest = tonum(freed[2]) end
 if earliest and earliest < until_ then
   delta = until_ - earliest
-  for i = 1, #ahead, 2 do redis.call('ZADD', W, tonumber(ahead[i + 1]) + delta, ahead[i]) end
-  for i = 1, #freed, 2 do redis.call('ZADD', F, tonumber(freed[i + 1]) + delta, freed[i]) end
+  for i = 1, #ahead, 2 do call('ZADD', W, tonum(ahead[i + 1]) + delta, ahead[i]) end
+  for i = 1, #freed, 2 do call('ZADD', F, tonum(freed[i + 1]) + delta, freed[i]) end
   for _, f in ipairs({'last', 'tat'}) do
     local v = hnum(f)
-    if v > now then redis.call('HSET', M, f, v + delta) end
+    if v > now then call('HSET', M, f, v + delta) end
   end
   if windowed and ringLoad().last > now then
     ring.last = ring.last + delta
-    redis.call('HSET', M, ringFields())
+    call('HSET', M, ringFields())
   end
 end
 renew(0, until_, nil)

@@ -41,27 +41,39 @@ local rank
 -- when counted (nil: not counted; see mixed).
 local earlier
 
--- ring is the ring of sends as read (nil: not read; see the ring below).
-local ring
+-- ring is the ring of sends as read (see the ring below), and loaded
+-- whether this call has read it: one table, kept from call to call, so
+-- that reading the ring makes none. none is an empty table, never
+-- written, for the same reason.
+local ring, loaded, none = {}, false, {}
+
+-- The functions the scripts use most, kept as locals: a library's global
+-- is looked up in two tables on every use. The first call's begin sets
+-- them: a library's code cannot reach them while it loads.
+local call, max, min, tonum, sunpack, spack
 
 -- begin sets the state of a call with keys k and arguments a.
 local function begin(k, a)
+  if not call then
+    call, max, min, tonum = redis.call, math.max, math.min, tonumber
+    sunpack, spack = struct.unpack, struct.pack
+  end
   KEYS, ARGV = k, a
   W, F, M, P, S = k[1], k[2], k[3], k[4], k[5]
   local offset, w
-  offset, w, ttl, span, refresh = struct.unpack('>ddddd', a[1])
+  offset, w, ttl, span, refresh = sunpack('>ddddd', a[1])
   windowed, proc = w == 1, a[2]
-  local clock = redis.call('TIME')
-  now = tonumber(clock[1]) * 1000000 + tonumber(clock[2]) + offset
-  renewEvery = math.max(span, 60000000)
-  rank, earlier, ring = -1, nil, nil
+  local clock = call('TIME')
+  now = tonum(clock[1]) * 1000000 + tonum(clock[2]) + offset
+  renewEvery = max(span, 60000000)
+  rank, earlier, loaded = -1, nil, false
 end
 
 local function num(n) return string.format('%.0f', n) end
 
 -- hnum returns the number in M's field, 0 when there is none.
 local function hnum(field)
-  return tonumber(redis.call('HGET', M, field) or '0') or 0
+  return tonum(call('HGET', M, field) or '0') or 0
 end
 
 -- The hot field. What a window's decision reads and writes every time,
@@ -81,28 +93,28 @@ end
 -- earlier version), last is M's last field, and renew is due.
 local function ringOf(v)
   if v and #v == 64 then
-    local h, n, c, l, lim, last, ren, mix = struct.unpack('>dddddddd', v)
-    ring = {h = h, n = n, c = c, l = l, limit = lim, last = last, ren = ren, mixed = mix}
+    ring.h, ring.n, ring.c, ring.l, ring.limit, ring.last, ring.ren, ring.mixed = sunpack('>dddddddd', v)
   else
-    ring = {h = 0, n = 0, c = 0, l = 0, limit = 0, last = hnum('last'), ren = 0, mixed = 0}
+    ring.h, ring.n, ring.c, ring.l, ring.limit, ring.last, ring.ren, ring.mixed = 0, 0, 0, 0, 0, hnum('last'), 0, 0
   end
+  loaded = true
 end
 
 -- ringLoad reads the ring from M unless read already.
 local function ringLoad()
-  if not ring then ringOf(redis.call('HGET', M, 'hot')) end
+  if not loaded then ringOf(call('HGET', M, 'hot')) end
   return ring
 end
 
 -- ringFields returns M's hot field, to be written.
 local function ringFields()
-  return 'hot', struct.pack('>dddddddd', ring.h, ring.n, ring.c, ring.l, ring.limit, ring.last, ring.ren, ring.mixed)
+  return 'hot', spack('>dddddddd', ring.h, ring.n, ring.c, ring.l, ring.limit, ring.last, ring.ren, ring.mixed)
 end
 
 -- live returns the processes sharing the budget whose presence has not
 -- lapsed. Presences lapse at whole µs: later than now is now + 1 on.
 local function live()
-  return redis.call('ZRANGEBYSCORE', P, now + 1, '+inf')
+  return call('ZRANGEBYSCORE', P, now + 1, '+inf')
 end
 
 -- countOf returns the number of the live processes ps, and sets rank. For
@@ -118,12 +130,12 @@ local function countOf(ps)
   end
   if windowed and #marks > 0 then
     local mix = 0
-    for _, v in ipairs(redis.call('HMGET', M, unpack(marks))) do
+    for _, v in ipairs(call('HMGET', M, unpack(marks))) do
       if not v then mix = 1 end
     end
     if ringLoad().mixed ~= mix then
       ring.mixed = mix
-      redis.call('HSET', M, ringFields())
+      call('HSET', M, ringFields())
     end
     earlier = mix == 1
   end
@@ -148,11 +160,11 @@ local function join(ps)
       if p == proc then was = true end
     end
   else
-    local s = redis.call('ZSCORE', P, proc)
-    was = s ~= false and tonumber(s) > now
+    local s = call('ZSCORE', P, proc)
+    was = s ~= false and tonum(s) > now
   end
-  if not was then redis.call('HSET', M, 'e:' .. proc, now, 'v:' .. proc, 1) end
-  redis.call('ZADD', P, now + ttl, proc)
+  if not was then call('HSET', M, 'e:' .. proc, now, 'v:' .. proc, 1) end
+  call('ZADD', P, now + ttl, proc)
   return was
 end
 
@@ -181,33 +193,33 @@ end
 -- recorded, and must count for a timespan after that.
 local function renew(due, cd, limit)
   if due > now then return end
-  redis.call('ZREMRANGEBYSCORE', F, '-inf', '(' .. num(now))
-  if not windowed then redis.call('ZREMRANGEBYSCORE', W, '-inf', num(now - span)) end
-  redis.call('ZADD', W, 0, '!')
-  redis.call('ZADD', F, 0, '!')
+  call('ZREMRANGEBYSCORE', F, '-inf', '(' .. num(now))
+  if not windowed then call('ZREMRANGEBYSCORE', W, '-inf', num(now - span)) end
+  call('ZADD', W, 0, '!')
+  call('ZADD', F, 0, '!')
   join()
-  for _, f in ipairs(redis.call('HKEYS', M)) do
-    if string.sub(f, 1, 2) == 'b:' and not redis.call('ZSCORE', W, string.sub(f, 3)) then
-      redis.call('HDEL', M, f, 'a:' .. redis.call('HGET', M, f))
+  for _, f in ipairs(call('HKEYS', M)) do
+    if string.sub(f, 1, 2) == 'b:' and not call('ZSCORE', W, string.sub(f, 3)) then
+      call('HDEL', M, f, 'a:' .. call('HGET', M, f))
     end
     local kind = string.sub(f, 1, 2)
     if kind == 'e:' or kind == 'v:' then
-      local s = redis.call('ZSCORE', P, string.sub(f, 3))
-      if not s or tonumber(s) <= now then redis.call('HDEL', M, f) end
+      local s = call('ZSCORE', P, string.sub(f, 3))
+      if not s or tonum(s) <= now then call('HDEL', M, f) end
     end
   end
-  redis.call('HSET', M, 'nf', redis.call('ZCOUNT', F, '(0', '+inf'), 'ren', now + renewEvery, 'span', span)
+  call('HSET', M, 'nf', call('ZCOUNT', F, '(0', '+inf'), 'ren', now + renewEvery, 'span', span)
   if windowed then
     ringLoad().ren = now + renewEvery
-    redis.call('HSET', M, ringFields())
+    call('HSET', M, ringFields())
   end
   if limit then
     local strategy = 'linear'
     if windowed then strategy = 'window' end
-    redis.call('HSET', M, 'limit', limit, 'strategy', strategy)
+    call('HSET', M, 'limit', limit, 'strategy', strategy)
   end
-  local ms = math.ceil((math.max(cd, now) - now + 2 * span + renewEvery + ttl) / 1000) + 5000
-  for _, k in ipairs({W, F, M, P, S}) do redis.call('PEXPIRE', k, ms) end
+  local ms = math.ceil((max(cd, now) - now + 2 * span + renewEvery + ttl) / 1000) + 5000
+  for _, k in ipairs({W, F, M, P, S}) do call('PEXPIRE', k, ms) end
 end
 
 -- Member names. A reservation is named 'r' .. its place .. ':' .. the
@@ -248,20 +260,20 @@ end
 -- current returns the name under which the reservation its holder knows
 -- as m is recorded, and its instant (nil: not recorded).
 local function current(m)
-  local s = redis.call('ZSCORE', W, m)
-  if s then return m, tonumber(s) end
-  local c = redis.call('HGET', M, 'a:' .. m)
+  local s = call('ZSCORE', W, m)
+  if s then return m, tonum(s) end
+  local c = call('HGET', M, 'a:' .. m)
   if c then
-    s = redis.call('ZSCORE', W, c)
-    if s then return c, tonumber(s) end
+    s = call('ZSCORE', W, c)
+    if s then return c, tonum(s) end
   end
   return m, nil
 end
 
 -- forget drops the aliases of the entry named m, once sent or released.
 local function forget(m)
-  local o = redis.call('HGET', M, 'b:' .. m)
-  if o then redis.call('HDEL', M, 'a:' .. o, 'b:' .. m) end
+  local o = call('HGET', M, 'b:' .. m)
+  if o then call('HDEL', M, 'a:' .. o, 'b:' .. m) end
 end
 
 -- free turns a waiting reservation into a freed slot: a window keeps it
@@ -271,10 +283,10 @@ end
 local function free(m, s)
   local f = freedName(m)
   forget(m)
-  redis.call('ZREM', W, m)
-  if windowed then redis.call('ZADD', W, s, f) end
-  redis.call('ZADD', F, s, f)
-  redis.call('HINCRBY', M, 'nf', 1)
+  call('ZREM', W, m)
+  if windowed then call('ZADD', W, s, f) end
+  call('ZADD', F, s, f)
+  call('HINCRBY', M, 'nf', 1)
 end
 
 -- claim gives the earliest freed slot from t0 to slot, if any, to member,
@@ -283,36 +295,39 @@ end
 -- when given, names the member by its wait.
 local function claim(nf, t0, slot, member, maxwait, named)
   if nf <= 0 then return nil end
-  local freed = redis.call('ZRANGEBYSCORE', F, num(t0), num(slot), 'WITHSCORES', 'LIMIT', 0, 1)
+  local freed = call('ZRANGEBYSCORE', F, num(t0), num(slot), 'WITHSCORES', 'LIMIT', 0, 1)
   if #freed == 0 then return nil end
-  local at = tonumber(freed[2])
+  local at = tonum(freed[2])
   if at - now > maxwait then return at end
-  redis.call('ZREM', F, freed[1])
-  redis.call('HINCRBY', M, 'nf', -1)
+  call('ZREM', F, freed[1])
+  call('HINCRBY', M, 'nf', -1)
   local place = string.match(freed[1], '^([rm]%w+)~$')
   if place then member = place .. ':' .. proc end
   if named then member = named(member, at - now) end
   if windowed then
-    redis.call('ZREM', W, freed[1])
-    redis.call('ZADD', W, at, member)
+    call('ZREM', W, freed[1])
+    call('ZADD', W, at, member)
   elseif at > now then
-    redis.call('ZADD', W, at, member)
+    call('ZADD', W, at, member)
   end
   return at, member
 end
 
--- answer returns a reserve's reply: status, wait µs, cooling 0/1, now µs,
--- mark µs, processes, rank, base µs (see reserve_window.lua), and the name
--- recorded.
+-- answer returns a reserve's reply (see reserve_window.lua): {status,
+-- plus 4 while a cooldown lasts (cooling 1), wait µs, now µs, mark µs,
+-- base µs, the name recorded}, then, when this call counted them, the
+-- processes sharing the budget and this one's rank. Each value returned
+-- costs the server about 800 instructions.
 local function answer(status, wait, cooling, mark, procs, base, name)
-  return {status, wait, cooling, now, mark, procs, rank, base, name}
+  if procs < 0 then return {status + 4 * cooling, wait, now, mark, base, name} end
+  return {status + 4 * cooling, wait, now, mark, base, name, procs, rank}
 end
 
 -- jitter returns the part of j that keeps a wait within maxwait.
 local function jitter(wait, j, maxwait)
   if j <= 0 then return 0 end
   local room = maxwait - wait
-  if room < j then return math.max(room, 0) end
+  if room < j then return max(room, 0) end
   return j
 end
 
@@ -345,7 +360,7 @@ end
 -- writes only that, shares the budget and has given a later one.
 local function lastSlot()
   local last = ringLoad().last
-  if mixed() then last = math.max(last, hnum('last')) end
+  if mixed() then last = max(last, hnum('last')) end
   return last
 end
 
@@ -354,7 +369,7 @@ end
 -- budget, in M's last field too.
 local function setLast(x)
   ringLoad().last = x
-  if mixed() then redis.call('HSET', M, 'last', x) end
+  if mixed() then call('HSET', M, 'last', x) end
 end
 
 -- ringRead returns the instants at places i to j - 1 of the ring, counted
@@ -366,26 +381,26 @@ local function ringRead(i, j)
   local q = p + j - i
   local bytes
   if q <= ring.c then
-    bytes = redis.call('GETRANGE', S, p * 8, q * 8 - 1)
+    bytes = call('GETRANGE', S, p * 8, q * 8 - 1)
   else
-    bytes = redis.call('GETRANGE', S, p * 8, ring.c * 8 - 1) .. redis.call('GETRANGE', S, 0, (q - ring.c) * 8 - 1)
+    bytes = call('GETRANGE', S, p * 8, ring.c * 8 - 1) .. call('GETRANGE', S, 0, (q - ring.c) * 8 - 1)
   end
-  for k = 0, j - i - 1 do out[k + 1] = struct.unpack('>d', bytes, k * 8 + 1) end
+  for k = 0, j - i - 1 do out[k + 1] = sunpack('>d', bytes, k * 8 + 1) end
   return out
 end
 
 -- ringWrite writes instants xs at places i onwards of the ring.
 local function ringWrite(i, xs)
   local parts = {}
-  for k, x in ipairs(xs) do parts[k] = struct.pack('>d', x) end
+  for k, x in ipairs(xs) do parts[k] = spack('>d', x) end
   local bytes = table.concat(parts)
   local p = (ring.h + i) % ring.c
   local room = (ring.c - p) * 8
   if #bytes <= room then
-    redis.call('SETRANGE', S, p * 8, bytes)
+    call('SETRANGE', S, p * 8, bytes)
   else
-    redis.call('SETRANGE', S, p * 8, string.sub(bytes, 1, room))
-    redis.call('SETRANGE', S, 0, string.sub(bytes, room + 1))
+    call('SETRANGE', S, p * 8, string.sub(bytes, 1, room))
+    call('SETRANGE', S, 0, string.sub(bytes, room + 1))
   end
 end
 
@@ -393,26 +408,26 @@ end
 -- places (the latest c of xs, when there are more), and gives S the
 -- expiry of M.
 local function ringRebuild(xs, c)
-  local from = math.max(#xs - c, 0)
+  local from = max(#xs - c, 0)
   local parts = {}
-  for k = from + 1, #xs do parts[#parts + 1] = struct.pack('>d', xs[k]) end
+  for k = from + 1, #xs do parts[#parts + 1] = spack('>d', xs[k]) end
   ring.h, ring.n, ring.c = 0, #parts, c
   if #xs > 0 then ring.l = xs[#xs] end
-  redis.call('SET', S, table.concat(parts) .. string.rep('\0', (c - #parts) * 8))
-  local ms = redis.call('PTTL', M)
-  if ms > 0 then redis.call('PEXPIRE', S, ms) end
+  call('SET', S, table.concat(parts) .. string.rep('\0', (c - #parts) * 8))
+  local ms = call('PTTL', M)
+  if ms > 0 then call('PEXPIRE', S, ms) end
 end
 
 -- ringAdd adds a send at instant at to a ring of at most limit places.
 -- The caller writes ringFields to M.
 local function ringAdd(at, limit)
-  limit = math.max(limit, 1)
+  limit = max(limit, 1)
   ring.limit = limit
   local full = ring.n == ring.c
   if at >= ring.l and ring.c > 0 and (not full or ring.c >= limit) then
     -- The common case, in order and with room or at the limit: the send
     -- takes the next place, the oldest's when full.
-    redis.call('SETRANGE', S, ((ring.h + ring.n) % ring.c) * 8, struct.pack('>d', at))
+    call('SETRANGE', S, ((ring.h + ring.n) % ring.c) * 8, spack('>d', at))
     if full then ring.h = (ring.h + 1) % ring.c else ring.n = ring.n + 1 end
     ring.l = at
     return
@@ -424,7 +439,7 @@ local function ringAdd(at, limit)
     local k = #xs
     while k > 0 and xs[k] > at do k = k - 1 end
     table.insert(xs, k + 1, at)
-    ringRebuild(xs, math.max(math.min(ring.c, limit), math.min(#xs, limit)))
+    ringRebuild(xs, max(min(ring.c, limit), min(#xs, limit)))
     return
   end
   local grow = false
@@ -434,7 +449,7 @@ local function ringAdd(at, limit)
     -- comes no sooner than a quarter of the buffer's sends later.
     local stale, lo = 0, 0
     while lo < ring.n do
-      local xs = ringRead(lo, math.min(lo + 32, ring.n))
+      local xs = ringRead(lo, min(lo + 32, ring.n))
       for _, x in ipairs(xs) do
         if x > now - span then break end
         stale = stale + 1
@@ -448,7 +463,7 @@ local function ringAdd(at, limit)
   if (grow or ring.n == ring.c) and ring.c < limit then
     local xs = ringRead(0, ring.n)
     xs[#xs + 1] = at
-    ringRebuild(xs, math.min(math.max(16, 2 * ring.c), limit))
+    ringRebuild(xs, min(max(16, 2 * ring.c), limit))
     return
   end
   -- Room made by the stale sends, or an empty ring whose last send was
@@ -466,11 +481,11 @@ end
 -- when there are fewer than limit entries. It reads from the ring only the
 -- sends that can be that one.
 local function lthOf(ws, limit, skip)
-  local n = math.max(ring.n - skip, 0)
-  local lo, hi = math.max(limit - n, 0), math.min(#ws, limit)
+  local n = max(ring.n - skip, 0)
+  local lo, hi = max(limit - n, 0), min(#ws, limit)
   if lo > hi then return nil end
   -- s_iMax (the earliest needed) to s_iMin, in order.
-  local iMin, iMax = math.max(limit - hi, 1), limit - lo
+  local iMin, iMax = max(limit - hi, 1), limit - lo
   local s = ringRead(n - iMax, n - iMin + 1)
   local best
   for j = lo, hi do
@@ -487,10 +502,10 @@ end
 -- and of the ring, latest first.
 local function unionLatest(w, k)
   local r, a = {}, 1
-  local s = ringRead(math.max(ring.n - k, 0), ring.n)
+  local s = ringRead(max(ring.n - k, 0), ring.n)
   local b = #s
   while #r < k and (2 * a <= #w or b > 0) do
-    local x = w[2 * a] and tonumber(w[2 * a])
+    local x = w[2 * a] and tonum(w[2 * a])
     if x and (b == 0 or x >= s[b]) then
       r[#r + 1], a = x, a + 1
     else
@@ -505,7 +520,7 @@ end
 local function ringAfter(x)
   local out, hi = {}, ring.n
   while hi > 0 do
-    local lo = math.max(hi - 32, 0)
+    local lo = max(hi - 32, 0)
     local xs = ringRead(lo, hi)
     local k = #xs
     while k > 0 and xs[k] > x do k = k - 1 end

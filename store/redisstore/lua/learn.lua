@@ -5,18 +5,18 @@
 -- the outage. Those are recorded too when the budget's state is gone (a
 -- Redis that restarted empty). Instants already past the window are left
 -- out. Returns the number recorded.
-local k = tonumber(ARGV[3])
+local k = tonum(ARGV[3])
 local first = 4 + k
-if redis.call('EXISTS', M) == 0 then first = 4 end
+if call('EXISTS', M) == 0 then first = 4 end
 renew(ringLoad().ren, hnum('cd'), nil)
 local n, recorded = hnum('learned'), 0
 for i = first, #ARGV do
-  local at = tonumber(ARGV[i])
+  local at = tonum(ARGV[i])
   if at > now - span then
     n = n + 1
     recorded = recorded + 1
-    redis.call('ZADD', W, at, '=' .. proc .. ':o' .. n)
+    call('ZADD', W, at, '=' .. proc .. ':o' .. n)
   end
 end
-redis.call('HSET', M, 'learned', n)
+call('HSET', M, 'learned', n)
 return recorded

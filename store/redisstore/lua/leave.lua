@@ -1,9 +1,9 @@
 -- This process stops sharing the budget: its presence goes and its
 -- reservations still ahead are freed.
-local ahead = redis.call('ZRANGEBYSCORE', W, '(' .. num(now), '+inf', 'WITHSCORES')
+local ahead = call('ZRANGEBYSCORE', W, '(' .. num(now), '+inf', 'WITHSCORES')
 for i = 1, #ahead, 2 do
-  if owner(ahead[i]) == proc then free(ahead[i], tonumber(ahead[i + 1])) end
+  if owner(ahead[i]) == proc then free(ahead[i], tonum(ahead[i + 1])) end
 end
-redis.call('ZREM', P, proc)
-redis.call('HDEL', M, 'e:' .. proc, 'v:' .. proc)
+call('ZREM', P, proc)
+call('HDEL', M, 'e:' .. proc, 'v:' .. proc)
 return 0

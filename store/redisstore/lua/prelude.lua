@@ -6,19 +6,19 @@
 -- instants ahead stay the same, only who holds them changes, so every
 -- window holds what it held. It returns whether anything moved.
 local function compact()
-  local e = redis.call('ZRANGEBYSCORE', W, '(' .. num(now), '+inf', 'WITHSCORES')
+  local e = call('ZRANGEBYSCORE', W, '(' .. num(now), '+inf', 'WITHSCORES')
   local slots = {}
-  for i = 1, #e, 2 do slots[#slots + 1] = {e[i], tonumber(e[i + 1])} end
+  for i = 1, #e, 2 do slots[#slots + 1] = {e[i], tonum(e[i + 1])} end
   if not windowed then
-    local f = redis.call('ZRANGEBYSCORE', F, '(' .. num(now), '+inf', 'WITHSCORES')
-    for i = 1, #f, 2 do slots[#slots + 1] = {f[i], tonumber(f[i + 1])} end
+    local f = call('ZRANGEBYSCORE', F, '(' .. num(now), '+inf', 'WITHSCORES')
+    for i = 1, #f, 2 do slots[#slots + 1] = {f[i], tonum(f[i + 1])} end
     table.sort(slots, function(x, y) return x[2] < y[2] end)
   end
   local live, moved = {}, false
   for i, x in ipairs(slots) do
     if released(x[1]) then
-      redis.call('ZREM', F, x[1])
-      if windowed then redis.call('ZREM', W, x[1]) end
+      call('ZREM', F, x[1])
+      if windowed then call('ZREM', W, x[1]) end
     else
       live[#live + 1] = x[1]
       if slots[#live][1] ~= x[1] then moved = true end
@@ -26,11 +26,11 @@ local function compact()
   end
   for i, x in ipairs(slots) do
     if i <= #live then
-      redis.call('ZADD', W, x[2], live[i])
+      call('ZADD', W, x[2], live[i])
     else
-      local m = '~' .. redis.call('HINCRBY', M, 'freed', 1)
-      if windowed then redis.call('ZADD', W, x[2], m) end
-      redis.call('ZADD', F, x[2], m)
+      local m = '~' .. call('HINCRBY', M, 'freed', 1)
+      if windowed then call('ZADD', W, x[2], m) end
+      call('ZADD', F, x[2], m)
     end
   end
   return moved
@@ -42,24 +42,24 @@ end
 -- processes sharing the budget, and sets rank.
 local function presence()
   join()
-  local dead = redis.call('ZRANGEBYSCORE', P, '-inf', num(now))
+  local dead = call('ZRANGEBYSCORE', P, '-inf', num(now))
   if #dead > 0 then
-    redis.call('ZREMRANGEBYSCORE', P, '-inf', num(now))
+    call('ZREMRANGEBYSCORE', P, '-inf', num(now))
     local gone = {}
     for _, d in ipairs(dead) do
       gone[d] = true
-      redis.call('HDEL', M, 's:' .. d, 'e:' .. d, 'v:' .. d) -- its seats report, its presence records
+      call('HDEL', M, 's:' .. d, 'e:' .. d, 'v:' .. d) -- its seats report, its presence records
     end
-    local ahead = redis.call('ZRANGEBYSCORE', W, '(' .. num(now), '+inf', 'WITHSCORES')
+    local ahead = call('ZRANGEBYSCORE', W, '(' .. num(now), '+inf', 'WITHSCORES')
     local freed = false
     for i = 1, #ahead, 2 do
       local o = owner(ahead[i])
       if o and gone[o] then
-        free(ahead[i], tonumber(ahead[i + 1]))
+        free(ahead[i], tonum(ahead[i + 1]))
         freed = true
       end
     end
-    if freed and compact() then redis.call('PUBLISH', W, 'moved') end
+    if freed and compact() then call('PUBLISH', W, 'moved') end
   end
   return count()
 end

@@ -11,12 +11,13 @@
 -- released (its slot is recorded as released). [3] the reservation's
 -- member, [4] (when requests are held) the j-th to the min(held, L)-th
 -- latest slots of the held requests, latest first, separated by spaces.
--- Returns {status, wait µs, cooling 0/1, now µs, base µs, processes, rank,
--- base µs, the name recorded} (see answer in hot.lua):
+-- Returns (see answer in hot.lua) the status, the wait (µs), whether a
+-- cooldown lasts, now (µs), the slot before jitter (µs, as mark and as
+-- base), the name recorded, and the processes and rank when counted:
 -- status 0 refused, 1 recorded, 2 to be held in-process (nothing
--- recorded); processes and rank -1 when not counted. The name is the
--- member's unless it claimed a released slot (see hot.lua).
-local limit, maxwait, jit, held, horizon, heldFloor, heldFirst, est, estBase, atOnce, released = struct.unpack('>ddddddddddd', ARGV[1], 41)
+-- recorded). The name is the member's unless it claimed a released slot
+-- (see hot.lua).
+local limit, maxwait, jit, held, horizon, heldFloor, heldFirst, est, estBase, atOnce, released = sunpack('>ddddddddddd', ARGV[1], 41)
 local member = ARGV[3]
 -- A send admitted at once is recorded under the name of a send: a late
 -- waiter's Confirm never moves it.
@@ -25,8 +26,8 @@ local function named(m, wait)
   return m
 end
 
-local st = redis.call('HMGET', M, 'cd', 'nf', 'hot')
-local cd = tonumber(st[1]) or 0
+local st = call('HMGET', M, 'cd', 'nf', 'hot')
+local cd = tonum(st[1]) or 0
 ringOf(st[3])
 renew(ring.ren, cd, limit)
 local procs = here(false)
@@ -34,27 +35,30 @@ local procs = here(false)
 -- nothing; they go when they are among them, or W holds more. The
 -- placeholder at 0 (see renew) is always the earliest, and alone, which
 -- ZCARD tells at a third of the cost, constrains nothing.
-local w = {}
-if redis.call('ZCARD', W) > 1 then w = redis.call('ZREVRANGE', W, 0, limit - 1, 'WITHSCORES') end
+local w = none
+if call('ZCARD', W) > 1 then w = call('ZREVRANGE', W, 0, limit - 1, 'WITHSCORES') end
 if #w > 0 then
-  local oldest = tonumber(w[#w])
-  if oldest == 0 and #w >= 4 then oldest = tonumber(w[#w - 2]) end
+  local oldest = tonum(w[#w])
+  if oldest == 0 and #w >= 4 then oldest = tonum(w[#w - 2]) end
   if #w == 2 * limit or (oldest > 0 and oldest <= now - span) then
-    redis.call('ZREMRANGEBYSCORE', W, '(0', num(now - span))
+    call('ZREMRANGEBYSCORE', W, '(0', num(now - span))
   end
 end
 local cooling = 0
 if cd > now then cooling = 1 end
 local last = lastSlot()
-local t0 = math.max(now, cd, last)
+local t0 = max(now, cd, last)
 
 -- The earliest instant for the request, after the held ones: no earlier
 -- than the L-th latest send plus one span, nor than the latest slot given.
-local slot = math.max(t0, heldFloor)
+local slot = max(t0, heldFloor)
 local after = 0 -- the L-th latest instant plus one span
 if held == 0 then
-  local ws = {}
-  for k = 2, #w, 2 do ws[k / 2] = tonumber(w[k]) end
+  local ws = none
+  if #w > 0 then
+    ws = {}
+    for k = 2, #w, 2 do ws[k / 2] = tonum(w[k]) end
+  end
   local lth = lthOf(ws, limit, 0)
   if lth then after = lth + span end
 else
@@ -64,21 +68,21 @@ else
   -- given, R_(L-first+1) bounds it from above: taken then, it can only
   -- delay the request.
   local hs = {}
-  for x in string.gmatch(ARGV[4], '%d+') do hs[#hs + 1] = tonumber(x) end
+  for x in string.gmatch(ARGV[4], '%d+') do hs[#hs + 1] = tonum(x) end
   local last = heldFirst + #hs - 1
-  local lo, hi = math.max(limit - last, 1), limit - heldFirst + 1
+  local lo, hi = max(limit - last, 1), limit - heldFirst + 1
   local r = unionLatest(w, hi)
   local lth = r[hi]
   for j = heldFirst, last do
     local h, i = hs[j - heldFirst + 1], limit - j
     if i == 0 or r[i] then
-      if i > 0 then h = math.min(h, r[i]) end
+      if i > 0 then h = min(h, r[i]) end
       if not lth or h > lth then lth = h end
     end
   end
   if lth then after = lth + span end
 end
-slot = math.max(slot, after)
+slot = max(slot, after)
 
 -- A held request keeps the slot it was estimated, jitter and all, as if
 -- it had been recorded then: where what was recorded since leaves room for
@@ -87,22 +91,22 @@ slot = math.max(slot, after)
 -- released slot: reservations already queued keep theirs.
 if est > 0 and est >= cd and est >= after then
   if released == 1 then
-    redis.call('ZADD', W, est, freedName(member))
-    redis.call('ZADD', F, est, freedName(member))
-    redis.call('HINCRBY', M, 'nf', 1)
+    call('ZADD', W, est, freedName(member))
+    call('ZADD', F, est, freedName(member))
+    call('HINCRBY', M, 'nf', 1)
   else
-    redis.call('ZADD', W, est, member)
+    call('ZADD', W, est, member)
     if est > now then here(true) end
   end
-  setLast(math.max(last, estBase))
-  redis.call('HSET', M, ringFields())
-  return answer(1, math.max(est - now, 0), cooling, estBase, procs, estBase, member)
+  setLast(max(last, estBase))
+  call('HSET', M, ringFields())
+  return answer(1, max(est - now, 0), cooling, estBase, procs, estBase, member)
 end
 
 -- A released slot between the cooldown's end and that instant is claimed.
 local nf = 0
-if st[2] and st[2] ~= '0' then nf = tonumber(st[2]) end
-local at, claimed = claim(nf, math.max(now, cd), slot, member, maxwait, named)
+if st[2] and st[2] ~= '0' then nf = tonum(st[2]) end
+local at, claimed = claim(nf, max(now, cd), slot, member, maxwait, named)
 if at then
   if at - now > maxwait then return answer(0, at - now, cooling, at, procs, at, member) end
   return answer(1, at - now, cooling, at, procs, at, claimed)
@@ -118,11 +122,11 @@ if wait > 0 and (held > 0 or wait > horizon) then return answer(2, wait, cooling
 if wait <= 0 and atOnce == 1 and not mixed() then
   ringAdd(slot, limit)
   ring.last = base
-  redis.call('HSET', M, ringFields())
+  call('HSET', M, ringFields())
   return answer(1, wait, cooling, base, procs, base, member)
 end
-redis.call('ZADD', W, slot, named(member, wait))
+call('ZADD', W, slot, named(member, wait))
 setLast(base)
-redis.call('HSET', M, ringFields())
+call('HSET', M, ringFields())
 if wait > 0 then here(true) end
 return answer(1, wait, cooling, base, procs, base, member)

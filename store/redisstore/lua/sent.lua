@@ -21,24 +21,24 @@ if limit == 0 then limit = hnum('limit') end
 -- keep moves the send name from W to the ring, at instant at.
 local function keep(name, at)
   if shared then
-    redis.call('ZADD', W, at, name)
+    call('ZADD', W, at, name)
     return 0
   end
-  redis.call('ZREM', W, name)
+  call('ZREM', W, name)
   ringAdd(at, limit)
   moved = true
   return 0
 end
 
 local function record(name, at)
-  local s = redis.call('ZSCORE', W, name)
+  local s = call('ZSCORE', W, name)
   if not s then return -1 end
-  s = tonumber(s)
+  s = tonum(s)
   if s >= at then return keep(name, s) end
-  local crowds = #redis.call('ZRANGEBYSCORE', W, num(s + span), '+inf', 'LIMIT', 0, 1) > 0
+  local crowds = #call('ZRANGEBYSCORE', W, num(s + span), '+inf', 'LIMIT', 0, 1) > 0
   if crowds or (asks and hnum('cd') > at) then
-    redis.call('ZREM', W, name)
-    redis.call('ZADD', W, s, string.sub(name, 2))
+    call('ZREM', W, name)
+    call('ZADD', W, s, string.sub(name, 2))
     return -2
   end
   return keep(name, at)
@@ -46,7 +46,7 @@ end
 
 local out = {}
 for i = 4, #ARGV - 1, 2 do
-  out[#out + 1] = record(ARGV[i], now + tonumber(ARGV[i + 1]))
+  out[#out + 1] = record(ARGV[i], now + tonum(ARGV[i + 1]))
 end
-if moved then redis.call('HSET', M, ringFields()) end
+if moved then call('HSET', M, ringFields()) end
 return out
