@@ -289,11 +289,20 @@ local function free(m, s)
   call('HINCRBY', M, 'nf', 1)
 end
 
+-- sendName returns the name member is recorded under with wait: a
+-- request admitted at once (wait <= 0) is recorded under the name of a
+-- send when sends is true (see reserve_window.lua), which a late waiter's
+-- Confirm never moves.
+local function sendName(member, wait, sends)
+  if sends and wait <= 0 then return '=' .. member end
+  return member
+end
+
 -- claim gives the earliest freed slot from t0 to slot, if any, to member,
 -- which takes over its place, and returns its instant (nil: none) and the
--- name member is recorded under. nf is the count of freed slots; named,
--- when given, names the member by its wait.
-local function claim(nf, t0, slot, member, maxwait, named)
+-- name member is recorded under. nf is the count of freed slots; sends,
+-- whether one admitted at once is named a send (see sendName).
+local function claim(nf, t0, slot, member, maxwait, sends)
   if nf <= 0 then return nil end
   local freed = call('ZRANGEBYSCORE', F, num(t0), num(slot), 'WITHSCORES', 'LIMIT', 0, 1)
   if #freed == 0 then return nil end
@@ -303,7 +312,7 @@ local function claim(nf, t0, slot, member, maxwait, named)
   call('HINCRBY', M, 'nf', -1)
   local place = string.match(freed[1], '^([rm]%w+)~$')
   if place then member = place .. ':' .. proc end
-  if named then member = named(member, at - now) end
+  member = sendName(member, at - now, sends)
   if windowed then
     call('ZREM', W, freed[1])
     call('ZADD', W, at, member)

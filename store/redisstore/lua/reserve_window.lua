@@ -19,12 +19,9 @@
 -- (see hot.lua).
 local limit, maxwait, jit, held, horizon, heldFloor, heldFirst, est, estBase, atOnce, released = sunpack('>ddddddddddd', ARGV[1], 41)
 local member = ARGV[3]
--- A send admitted at once is recorded under the name of a send: a late
--- waiter's Confirm never moves it.
-local function named(m, wait)
-  if wait <= 0 and atOnce ~= 0 then return '=' .. m end
-  return m
-end
+-- A request admitted at once is recorded as a send (see sendName), but a
+-- held request being recorded, whose waiter confirms.
+local sends = atOnce ~= 0
 
 local st = call('HMGET', M, 'cd', 'nf', 'hot')
 local cd = tonum(st[1]) or 0
@@ -106,7 +103,7 @@ end
 -- A released slot between the cooldown's end and that instant is claimed.
 local nf = 0
 if st[2] and st[2] ~= '0' then nf = tonum(st[2]) end
-local at, claimed = claim(nf, max(now, cd), slot, member, maxwait, named)
+local at, claimed = claim(nf, max(now, cd), slot, member, maxwait, sends)
 if at then
   if at - now > maxwait then return answer(0, at - now, cooling, at, procs, at, member) end
   return answer(1, at - now, cooling, at, procs, at, claimed)
@@ -125,7 +122,7 @@ if wait <= 0 and atOnce == 1 and not mixed() then
   call('HSET', M, ringFields())
   return answer(1, wait, cooling, base, procs, base, member)
 end
-call('ZADD', W, slot, named(member, wait))
+call('ZADD', W, slot, sendName(member, wait, sends))
 setLast(base)
 call('HSET', M, ringFields())
 if wait > 0 then here(true) end

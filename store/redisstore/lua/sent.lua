@@ -18,35 +18,36 @@ ringLoad()
 local limit, moved, shared = ring.limit, false, mixed()
 if limit == 0 then limit = hnum('limit') end
 
--- keep moves the send name from W to the ring, at instant at.
-local function keep(name, at)
-  if shared then
-    call('ZADD', W, at, name)
-    return 0
-  end
-  call('ZREM', W, name)
-  ringAdd(at, limit)
-  moved = true
-  return 0
-end
-
-local function record(name, at)
-  local s = call('ZSCORE', W, name)
-  if not s then return -1 end
-  s = tonum(s)
-  if s >= at then return keep(name, s) end
-  local crowds = #call('ZRANGEBYSCORE', W, num(s + span), '+inf', 'LIMIT', 0, 1) > 0
-  if crowds or (asks and hnum('cd') > at) then
-    call('ZREM', W, name)
-    call('ZADD', W, s, string.sub(name, 2))
-    return -2
-  end
-  return keep(name, at)
-end
-
+-- Each send moves to the instant it left, or stays at its slot when that
+-- is later: into the ring, or, while a process of an earlier version
+-- shares the budget, within W, where that version counts it. (Written
+-- out rather than as local functions, which every call would make anew.)
 local out = {}
 for i = 4, #ARGV - 1, 2 do
-  out[#out + 1] = record(ARGV[i], now + tonum(ARGV[i + 1]))
+  local name, at, code = ARGV[i], now + tonum(ARGV[i + 1]), 0
+  local s = call('ZSCORE', W, name)
+  if not s then
+    code = -1
+  else
+    s = tonum(s)
+    if s >= at then
+      at = s
+    elseif #call('ZRANGEBYSCORE', W, num(s + span), '+inf', 'LIMIT', 0, 1) > 0 or (asks and hnum('cd') > at) then
+      call('ZREM', W, name)
+      call('ZADD', W, s, string.sub(name, 2))
+      code = -2
+    end
+  end
+  if code == 0 then
+    if shared then
+      call('ZADD', W, at, name)
+    else
+      call('ZREM', W, name)
+      ringAdd(at, limit)
+      moved = true
+    end
+  end
+  out[#out + 1] = code
 end
 if moved then call('HSET', M, ringFields()) end
 return out
