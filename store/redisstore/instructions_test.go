@@ -16,8 +16,13 @@ import (
 	"github.com/k8sratelimit/k8sratelimit/internal/redistest"
 )
 
-// callgrindEnv enables BenchmarkRedisInstructions.
-const callgrindEnv = "K8SRATELIMIT_CALLGRIND"
+// callgrindEnv enables BenchmarkRedisInstructions, and callgrindOutEnv,
+// when set, names a directory to keep each kind's callgrind dump in, as
+// callgrind.out.<kind>, for callgrind_annotate.
+const (
+	callgrindEnv    = "K8SRATELIMIT_CALLGRIND"
+	callgrindOutEnv = "K8SRATELIMIT_CALLGRIND_OUT"
+)
 
 // BenchmarkRedisInstructions counts the instructions the Redis server
 // runs per admission decision of each kind of BenchmarkRedisAdmission, on
@@ -67,7 +72,25 @@ func BenchmarkRedisInstructions(b *testing.B) {
 			decide(n)
 			callgrind(b, "-d", pid)
 			b.ReportMetric(float64(callgrindTotal(b, out+".1"))/n, "instructions/op")
+			keepDump(b, out+".1", k.name)
 		})
+	}
+}
+
+// keepDump copies the dump file of kind into callgrindOutEnv's directory,
+// when set.
+func keepDump(b *testing.B, file, kind string) {
+	b.Helper()
+	dir := os.Getenv(callgrindOutEnv)
+	if dir == "" {
+		return
+	}
+	data, err := os.ReadFile(file)
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, "callgrind.out."+kind), data, 0o644)
+	}
+	if err != nil {
+		b.Fatalf("keeping the callgrind dump in %s: %v", dir, err)
 	}
 }
 
