@@ -13,11 +13,16 @@ import (
 // a second, and APF raises it while a flow keeps being rejected), so
 // probing above the last limit that drew one must be rare.
 //
-//   - Slow start: from InitialConcurrency, +½ for every good answer (the
-//     limit grows by half every round trip, as TCP's limited slow start
-//     does: doubling sent up to twice the server's seats before the first
-//     429 came back, and every request over them drew one) until the first
-//     throttle.
+//   - Slow start: from InitialConcurrency, +½ for every good answer, and
+//     by half every round trip at most, as TCP's limited slow start does
+//     (doubling sent up to twice the server's seats before the first 429
+//     came back, and every request over them drew one): the limit grows
+//     past half again what it was when a round began only once a request
+//     sent at that bound has been answered, so that the throttles of the
+//     requests sent over the server's seats come back before it grows
+//     further. Answers come back faster than throttles while the server
+//     has seats to spare; counted as they came, they took the limit to
+//     twice the server's seats and more. Until the first throttle.
 //   - A throttle cuts the limit to cutFactor of the seats that were in use
 //     when the throttled request was sent, or to the requests the server
 //     was running when it refused it if fewer — once per burst: answers to
@@ -81,6 +86,12 @@ type control struct {
 
 	servedPeak int // most seats in use of a request served since the last cut
 
+	// Slow start's round: the limit grows no further than roundCap until
+	// the request seated roundEnd-th, the first once the limit reached it
+	// (0: not reached), is answered.
+	roundCap float64
+	roundEnd uint64
+
 	// agreed is set once a cut was made or adopted: the processes sharing
 	// the limit then hold one limit, each its share of it.
 	agreed bool
@@ -102,6 +113,7 @@ func newControl(c Concurrency, now time.Time) control {
 	return control{
 		adaptive:   true,
 		limit:      min(InitialConcurrency, top),
+		roundCap:   min(InitialConcurrency, top) * (1 + slowStartGain),
 		max:        top,
 		ssthresh:   math.Inf(1),
 		ceiling:    top,
@@ -133,7 +145,7 @@ func (c *control) good(seq uint64, peers int, now time.Time) (rise store.SeatCut
 		return store.SeatCut{}, false
 	}
 	if c.limit < c.ssthresh {
-		c.limit += slowStartGain
+		c.slowStart(seq)
 	} else {
 		c.limit += 1 / math.Floor(c.limit)
 	}
@@ -149,6 +161,20 @@ func (c *control) good(seq uint64, peers int, now time.Time) (rise store.SeatCut
 		return store.SeatCut{}, false
 	}
 	return store.SeatCut{Limit: c.seats(), Ceiling: int(c.ceiling), ProbeAfter: c.raiseAt.Sub(now), Rise: true}, true
+}
+
+// slowStart grows the limit after a good answer to request seq, by half
+// every round trip at most (see roundCap).
+func (c *control) slowStart(seq uint64) {
+	if c.roundEnd != 0 && seq >= c.roundEnd {
+		// A request sent at the bound was served: a round trip has
+		// passed, and the next may grow by half again.
+		c.roundCap, c.roundEnd = c.limit*(1+slowStartGain), 0
+	}
+	c.limit = max(c.limit, min(c.limit+slowStartGain, c.roundCap))
+	if c.limit >= c.roundCap && c.roundEnd == 0 {
+		c.roundEnd = c.seq + 1
+	}
 }
 
 // raise lifts the ceiling by the step: a probe above the seats that last

@@ -313,3 +313,22 @@ func TestControlAgainstARejectingLevel(t *testing.T) {
 	assert.GreaterOrEqual(t, float64(served), 0.95*float64(best), "at least 95%% of the level's capacity is served")
 	assert.LessOrEqual(t, rejected, 10, "a throttle in slow start, a quick probe, then a probe every 60s, 2m, 4m, 8m")
 }
+
+// In slow start, the limit grows by half every round trip at most:
+// answers to requests seated before it reached that bound, however many,
+// lift it no further; the answer to one seated since starts the next
+// round.
+func TestControlSlowStartWaitsARoundTripAtItsBound(t *testing.T) {
+	c := newControl(Concurrency{Adaptive: true}, t0)
+	early := make([]uint64, 20)
+	for i := range early {
+		early[i] = c.seated()
+	}
+	for _, s := range early {
+		c.good(s, 2, t0)
+	}
+	assert.Equal(t, 3, c.seats(), "half again the 2 it started with")
+	c.good(c.seated(), 3, t0)
+	c.good(c.seated(), 3, t0)
+	assert.Equal(t, 4, c.seats(), "requests sent at the bound, answered: on by half a seat each")
+}
