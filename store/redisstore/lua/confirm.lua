@@ -17,7 +17,7 @@ local member, s = current(ARGV[3])
 local function heldBack()
   local cd = hnum('cd')
   if cd <= now then return nil end
-  call('ZADD', W, cd, member)
+  call('ZADD', W, num(cd), member)
   return {cd - now}
 end
 
@@ -113,8 +113,8 @@ local function move(m, at)
     call('ZREM', W, m)
     if released(m) then call('ZREM', F, m) end
   end
-  call('ZADD', W, at, name)
-  if released(name) then call('ZADD', F, at, name) end
+  call('ZADD', W, num(at), name)
+  if released(name) then call('ZADD', F, num(at), name) end
   return name
 end
 local was = member
@@ -124,7 +124,7 @@ else
   call('ZREM', W, member)
   forget(member)
   if mixed() then
-    call('ZADD', W, now, '=' .. member)
+    call('ZADD', W, num(now), '=' .. member)
   else
     ringAdd(now, limit)
     call('HSET', M, ringFields())

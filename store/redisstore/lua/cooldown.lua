@@ -6,7 +6,7 @@ local until_ = now + tonum(ARGV[3])
 presence()
 local cd = hnum('cd')
 if until_ <= cd then return {cd - now, 0, now} end
-call('HSET', M, 'cd', until_)
+call('HSET', M, 'cd', num(until_))
 -- Every process's waiters look again: those whose slots are moved, and
 -- those admitted already that wait for a seat, which the cooldown holds
 -- back too.
@@ -18,8 +18,8 @@ if #ahead > 0 then earliest = tonum(ahead[2]) end
 if #freed > 0 and (not earliest or tonum(freed[2]) < earliest) then earliest = tonum(freed[2]) end
 if earliest and earliest < until_ then
   delta = until_ - earliest
-  for i = 1, #ahead, 2 do call('ZADD', W, tonum(ahead[i + 1]) + delta, ahead[i]) end
-  for i = 1, #freed, 2 do call('ZADD', F, tonum(freed[i + 1]) + delta, freed[i]) end
+  for i = 1, #ahead, 2 do call('ZADD', W, num(tonum(ahead[i + 1]) + delta), ahead[i]) end
+  for i = 1, #freed, 2 do call('ZADD', F, num(tonum(freed[i + 1]) + delta), freed[i]) end
   for _, f in ipairs({'last', 'tat'}) do
     local v = hnum(f)
     if v > now then call('HSET', M, f, v + delta) end

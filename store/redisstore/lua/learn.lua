@@ -15,7 +15,7 @@ for i = first, #ARGV do
   if at > now - span then
     n = n + 1
     recorded = recorded + 1
-    call('ZADD', W, at, '=' .. proc .. ':o' .. n)
+    call('ZADD', W, num(at), '=' .. proc .. ':o' .. n)
   end
 end
 call('HSET', M, 'learned', n)

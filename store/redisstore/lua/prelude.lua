@@ -26,11 +26,11 @@ local function compact()
   end
   for i, x in ipairs(slots) do
     if i <= #live then
-      call('ZADD', W, x[2], live[i])
+      call('ZADD', W, num(x[2]), live[i])
     else
       local m = '~' .. call('HINCRBY', M, 'freed', 1)
-      if windowed then call('ZADD', W, x[2], m) end
-      call('ZADD', F, x[2], m)
+      if windowed then call('ZADD', W, num(x[2]), m) end
+      call('ZADD', F, num(x[2]), m)
     end
   end
   return moved

@@ -28,10 +28,10 @@ local slot = max(t0, tat - tau)
 -- what was recorded since leaves room for it there (see reserve_window).
 if est > 0 and est >= cd and est >= tat - tau then
   if released == 1 then
-    call('ZADD', F, est, freedName(member))
+    call('ZADD', F, num(est), freedName(member))
     call('HINCRBY', M, 'nf', 1)
   elseif est > now then
-    call('ZADD', W, est, member)
+    call('ZADD', W, num(est), member)
     here(true)
   end
   local after = max(estTat, max(tat, est) + interval)
@@ -55,7 +55,7 @@ if wait > maxwait then return answer(0, wait, cooling, tat, procs, slot - j, mem
 local after = max(tat, t0) + interval + j
 if wait > 0 and (held > 0 or wait > horizon) then return answer(2, wait, cooling, after, procs, slot - j, member) end
 if wait > 0 then
-  call('ZADD', W, slot, member)
+  call('ZADD', W, num(slot), member)
   here(true)
 end
 call('HSET', M, 'tat', after)

@@ -88,11 +88,11 @@ slot = max(slot, after)
 -- released slot: reservations already queued keep theirs.
 if est > 0 and est >= cd and est >= after then
   if released == 1 then
-    call('ZADD', W, est, freedName(member))
-    call('ZADD', F, est, freedName(member))
+    call('ZADD', W, num(est), freedName(member))
+    call('ZADD', F, num(est), freedName(member))
     call('HINCRBY', M, 'nf', 1)
   else
-    call('ZADD', W, est, member)
+    call('ZADD', W, num(est), member)
     if est > now then here(true) end
   end
   setLast(max(last, estBase))
@@ -122,7 +122,7 @@ if wait <= 0 and atOnce == 1 and not mixed() then
   call('HSET', M, ringFields())
   return answer(1, wait, cooling, base, procs, base, member)
 end
-call('ZADD', W, slot, sendName(member, wait, sends))
+call('ZADD', W, num(slot), sendName(member, wait, sends))
 setLast(base)
 call('HSET', M, ringFields())
 if wait > 0 then here(true) end

@@ -34,13 +34,13 @@ for i = 4, #ARGV - 1, 2 do
       at = s
     elseif #call('ZRANGEBYSCORE', W, num(s + span), '+inf', 'LIMIT', 0, 1) > 0 or (asks and hnum('cd') > at) then
       call('ZREM', W, name)
-      call('ZADD', W, s, string.sub(name, 2))
+      call('ZADD', W, num(s), string.sub(name, 2))
       code = -2
     end
   end
   if code == 0 then
     if shared then
-      call('ZADD', W, at, name)
+      call('ZADD', W, num(at), name)
     else
       call('ZREM', W, name)
       ringAdd(at, limit)
