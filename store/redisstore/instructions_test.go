@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/k8sratelimit/k8sratelimit/internal/benchref"
 	"github.com/k8sratelimit/k8sratelimit/internal/redistest"
+	"github.com/k8sratelimit/k8sratelimit/store"
+	"github.com/k8sratelimit/k8sratelimit/store/redisstore"
 )
 
 // callgrindEnv enables BenchmarkRedisInstructions, and callgrindOutEnv,
@@ -48,7 +51,7 @@ func BenchmarkRedisInstructions(b *testing.B) {
 	}
 	const warm, n = 300, 1000
 	ctx := context.Background()
-	for _, k := range redisKinds {
+	for _, k := range append(slices.Clone(redisKinds), waiterKind) {
 		b.Run(k.name, func(b *testing.B) {
 			dir := b.TempDir()
 			out := filepath.Join(dir, "callgrind.out")
@@ -76,6 +79,28 @@ func BenchmarkRedisInstructions(b *testing.B) {
 		})
 	}
 }
+
+// waiterKind is a request of a full window that waits for its slot: its
+// reservation is recorded ahead, and confirmed when its waiter wakes at
+// the slot (lua/confirm.lua), as every request of a budget that its rate
+// holds back is. The store's clock is moved by the wait rather than
+// slept through, and its presence lasts an hour, so that neither the
+// wait nor a presence refresh is counted. The first request of the
+// budget leaves at once.
+var waiterKind = redisKind{"window-waiter", func(tb testing.TB, c *redis.Client) redisAdmit {
+	s := redisstore.New(c, redisstore.Options{Failure: store.FailureClosed, Presence: time.Hour})
+	tb.Cleanup(func() { _ = s.Close() })
+	p := store.Policy{Strategy: store.StrategyWindow, Limit: 1, Timespan: time.Second}
+	return func(ctx context.Context, key string) (bool, error) {
+		res, err := s.Reserve(ctx, key, p, store.Request{MaxWait: store.NoMaxWait})
+		if err != nil || !res.OK || res.Wait == 0 {
+			return err == nil && res.OK, err
+		}
+		redisstore.Advance(s, res.Wait)
+		left, err := s.Confirm(ctx, key, res.ID)
+		return err == nil && left == 0, err
+	}
+}}
 
 // keepDump copies the dump file of kind into callgrindOutEnv's directory,
 // when set.

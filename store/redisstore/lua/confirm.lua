@@ -56,10 +56,6 @@ end
 -- not sent (their waiters late too) come no earlier than it, after it, and
 -- every reservation it crowds moves later, as little as keeps the window
 -- and the order.
-local function sent(m)
-  local c = string.sub(m, 1, 1)
-  return c == '=' or c == '!'
-end
 -- The ring's sends (see hot.lua) are sends too: those up to now leave
 -- before it, or are sends after it (those later than its slot).
 ringLoad()
@@ -72,7 +68,7 @@ end
 local after = call('ZRANGEBYSCORE', W, num(s), num(now), 'WITHSCORES')
 for i = 1, #after, 2 do
   local at = tonum(after[i + 1])
-  if sent(after[i]) and (at > s or after[i] > member) then leaving[#leaving + 1] = at end
+  if isSent(after[i]) and (at > s or after[i] > member) then leaving[#leaving + 1] = at end
 end
 local later = 0 -- the ring's sends later than now
 for _, x in ipairs(ringAfter(s)) do
@@ -87,20 +83,13 @@ if lth then t = max(t, lth + span) end
 -- is renamed 'm' .. a place of this move .. ':' .. its holder (a released
 -- slot: .. '~'), the latest move's places first, and M's aliases (see
 -- hot.lua) keep the names their holders know.
-local function b36(n, width)
-  local out = ''
-  for _ = 1, width do
-    local d = n % 36
-    out = string.sub('0123456789abcdefghijklmnopqrstuvwxyz', d + 1, d + 1) .. out
-    n = (n - d) / 36
-  end
-  return out
-end
-local prefix, moves = 'm' .. b36(36 ^ 10 - 1 - call('HINCRBY', M, 'mv', 1), 10), 0
+-- The places of this move are taken when the first entry moves.
+local prefix, moves = nil, 0
 local function move(m, at)
   local name = m -- names of an earlier version keep theirs
   if string.match(m, '^[rm]') then
-    name = prefix .. b36(moves, 4)
+    if not prefix then prefix = 'm' .. base36(36 ^ 10 - 1 - call('HINCRBY', M, 'mv', 1), 10) end
+    name = prefix .. base36(moves, 4)
     moves = moves + 1
     if released(m) then
       name = name .. '~'
@@ -130,30 +119,21 @@ else
     call('HSET', M, ringFields())
   end
 end
-local function left()
-  local out = {0}
-  if t > now then out[1] = tonum(call('ZSCORE', W, member)) - now end
-  if ARGV[5] == '1' then
-    local xs = unionLatest(call('ZREVRANGE', W, 0, limit - 1, 'WITHSCORES'), limit)
-    for i = #xs, 1, -1 do out[#out + 1] = xs[i] end
-  end
-  return out
-end
 local due = call('ZRANGEBYSCORE', W, num(s), '(' .. num(t), 'WITHSCORES')
 for i = 1, #due, 2 do
   local m = due[i]
   -- Only those after it: at its own instant, members sort by name, in
   -- the order they were reserved (see hot.lua).
-  if m ~= member and not sent(m) and (tonum(due[i + 1]) > s or m > was) then move(m, t) end
+  if m ~= member and not isSent(m) and (tonum(due[i + 1]) > s or m > was) then move(m, t) end
 end
 -- The entries from its place on: W's, and the ring's sends later than
 -- its slot (those at its slot sort before it, as sends).
 local tail = ringAfter(s)
 local n = call('ZCARD', W) + #tail
-if n <= old + limit then return left() end
+if n <= old + limit then return confirmed(t, member, limit) end
 local e = call('ZRANGE', W, old, -1, 'WITHSCORES')
 local list = {}
-for i = 1, #e, 2 do list[#list + 1] = {name = e[i], at = tonum(e[i + 1]), sent = sent(e[i]), i = i} end
+for i = 1, #e, 2 do list[#list + 1] = {name = e[i], at = tonum(e[i + 1]), sent = isSent(e[i]), i = i} end
 for _, x in ipairs(tail) do list[#list + 1] = {name = '=', at = x, sent = true, i = 0} end
 -- In time order, sends before reservations at the same instant, the late
 -- one before those it precedes.
@@ -173,4 +153,4 @@ for j = 1 + limit, #list do
     end
   end
 end
-return left()
+return confirmed(t, member, limit)

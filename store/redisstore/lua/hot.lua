@@ -527,6 +527,38 @@ local function unionLatest(w, k)
   return r
 end
 
+-- A late confirm's own (confirm.lua), kept here so that a call makes no
+-- closure of them.
+
+-- isSent reports whether W's entry m is a send, or the placeholder.
+local function isSent(m)
+  local c = string.sub(m, 1, 1)
+  return c == '=' or c == '!'
+end
+
+-- base36 returns n in width base-36 digits.
+local function base36(n, width)
+  local out = ''
+  for _ = 1, width do
+    local d = n % 36
+    out = string.sub('0123456789abcdefghijklmnopqrstuvwxyz', d + 1, d + 1) .. out
+    n = (n - d) / 36
+  end
+  return out
+end
+
+-- confirmed returns a late confirm's reply for member, which leaves at t
+-- (see confirm.lua).
+local function confirmed(t, member, limit)
+  local out = {0}
+  if t > now then out[1] = tonum(call('ZSCORE', W, member)) - now end
+  if ARGV[5] == '1' then
+    local xs = unionLatest(call('ZREVRANGE', W, 0, limit - 1, 'WITHSCORES'), limit)
+    for i = #xs, 1, -1 do out[#out + 1] = xs[i] end
+  end
+  return out
+end
+
 -- ringAfter returns the ring's sends later than instant x, in order,
 -- reading it from its latest.
 local function ringAfter(x)
