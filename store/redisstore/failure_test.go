@@ -3,10 +3,12 @@ package redisstore_test
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr/funcr"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -342,6 +344,75 @@ func TestRedisOutageKeepsOneProcessExact(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, res.OK, "back on Redis, the shared budget counts the 50 sent in the outage")
 	assert.Positive(t, res.Wait)
+}
+
+// slowReplies is a go-redis hook that, while on, holds every reply for
+// delay before the caller sees it.
+type slowReplies struct {
+	on    atomic.Bool
+	delay time.Duration
+}
+
+func (h *slowReplies) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *slowReplies) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if h.on.Load() {
+			time.Sleep(h.delay) // a slow network on the way back
+		}
+		return err
+	}
+}
+
+func (h *slowReplies) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestRedisOutageLearnsSendsNoEarlierThanTheyWere: the sends of an outage
+// are told to Redis on the server's clock, moved from the local one. The
+// difference a reply that came back slowly measures (here 250ms after the
+// server read its time) is too small: it would place them earlier than
+// they were, they would leave the window that much too soon, and the
+// window admit a send more in the timespan they end.
+func TestRedisOutageLearnsSendsNoEarlierThanTheyWere(t *testing.T) {
+	srv := redistest.Start(t)
+	slow := &slowReplies{delay: 250 * time.Millisecond}
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), DialTimeout: outageTimeout, ReadTimeout: outageTimeout,
+		WriteTimeout: outageTimeout, PoolTimeout: outageTimeout, MaxRetries: -1})
+	client.AddHook(slow)
+	t.Cleanup(func() { _ = client.Close() })
+	var ev events
+	s := redisstore.New(client, redisstore.Options{Timeout: outageTimeout, Failure: store.FailureLocal, OnEvent: ev.add})
+	t.Cleanup(func() { _ = s.Close() })
+	p := store.Policy{Strategy: store.StrategyWindow, Limit: 1, Timespan: 5 * time.Second}
+	ctx := context.Background()
+	now := store.Request{MaxWait: 0}
+
+	_, err := s.Reserve(ctx, "k8s:warm:api.example.com", p, now)
+	require.NoError(t, err, "the library loaded, at full speed")
+	slow.on.Store(true)
+	_, err = s.Reserve(ctx, "k8s:slow:api.example.com", p, now)
+	slow.on.Store(false)
+	require.NoError(t, err)
+	require.Zero(t, ev.count(store.EventDown), "the reply was slow, not lost")
+
+	srv.Kill()
+	const key = "k8s:learn:api.example.com"
+	sent := time.Now() // no later than the send, on the server's clock too
+	res, err := timedReserve(t, s, key, p, now)
+	require.NoError(t, err)
+	require.True(t, res.OK, "sent in the outage, decided locally")
+	require.Equal(t, 1, ev.count(store.EventDown))
+	srv.Restart() // empty: the process tells Redis of the send
+	require.Eventually(t, func() bool { return ev.count(store.EventUp) == 1 }, 10*time.Second, 10*time.Millisecond)
+
+	res, err = s.Reserve(ctx, key, p, anyWait)
+	asked := time.Now()
+	require.NoError(t, err)
+	require.True(t, res.OK)
+	assert.GreaterOrEqual(t, res.Wait, sent.Add(p.Timespan).Sub(asked),
+		"back on Redis, the next waits until a timespan after the send of the outage at the earliest")
 }
 
 // TestRedisOutageCountsARequestKeptToBeConfirmed: a request admitted at

@@ -108,6 +108,23 @@ func (s *Store) seedFallback(key string, b *redisBudget, p store.Policy) {
 	seedSends(s.fallback, key, p, now, sends)
 }
 
+// skewNow measures the µs from localMicros to the server's time as the
+// scripts see it, from above: the server reads its time after the local
+// one is read here, so a local instant moved by it onto the server's
+// clock lands no earlier than it was. Placed earlier, by as much as a
+// slow reply took, a send would leave the window that much too soon, and
+// the window admit a send more in the timespan it ends. The skew the
+// replies measure (s.skew) is no bound, and none is known before a first
+// reply: a process may start in an outage.
+func (s *Store) skewNow(ctx context.Context) (int64, error) {
+	asked := s.localMicros()
+	t, err := s.client.Time(ctx).Result()
+	if err != nil {
+		return 0, err
+	}
+	return t.UnixMicro() + s.offset.Load() - asked, nil
+}
+
 // learnOutageSends tells Redis of the sends this process made on each
 // budget since the outage started at µs from (and those of the last
 // timespan before it, when Redis lost the budget), before the shared
@@ -116,7 +133,10 @@ func (s *Store) seedFallback(key string, b *redisBudget, p store.Policy) {
 func (s *Store) learnOutageSends(from int64) error {
 	ctx, cancel := context.WithTimeout(s.background(), s.opts.Timeout)
 	defer cancel()
-	skew := s.skew.Load()
+	skew, err := s.skewNow(ctx)
+	if err != nil {
+		return err
+	}
 	var keys [][]string
 	var args [][]any
 	s.budgets.Range(func(_, v any) bool {
@@ -140,7 +160,7 @@ func (s *Store) learnOutageSends(from int64) error {
 	if len(keys) == 0 {
 		return nil
 	}
-	_, err := s.pipelined(ctx, scriptLearn, len(keys), func(i int) ([]string, []any) { return keys[i], args[i] })
+	_, err = s.pipelined(ctx, scriptLearn, len(keys), func(i int) ([]string, []any) { return keys[i], args[i] })
 	return err
 }
 

@@ -478,8 +478,6 @@ func (s *Store) reserveReply(ctx context.Context, b *redisBudget, sc *script, ar
 	if err != nil {
 		return reply{}, err
 	}
-	// Eight numbers packed as big-endian doubles (see answer in
-	// lua/hot.lua), and the name recorded.
 	// {status, plus 4 while a cooldown lasts, wait, now, mark, base,
 	// member}, then the processes and this one's rank when counted (see
 	// answer in lua/hot.lua).
