@@ -126,15 +126,20 @@ end
 -- this version marks itself in M's v:<process> while present.
 local function countOf(ps)
   rank = 0
-  local marks = {}
+  local marks -- the others' (this process is of this version)
   for _, p in ipairs(ps) do
     if p < proc then rank = rank + 1 end
-    marks[#marks + 1] = 'v:' .. p
+    if windowed and p ~= proc then
+      marks = marks or {}
+      marks[#marks + 1] = 'v:' .. p
+    end
   end
-  if windowed and #marks > 0 then
+  if windowed then
     local mix = 0
-    for _, v in ipairs(call('HMGET', M, unpack(marks))) do
-      if not v then mix = 1 end
+    if marks then
+      for _, v in ipairs(call('HMGET', M, unpack(marks))) do
+        if not v then mix = 1 end
+      end
     end
     if ringLoad().mixed ~= mix then
       ring.mixed = mix
