@@ -109,8 +109,11 @@ local function ringLoad()
   return ring
 end
 
--- ringFields returns M's hot field, to be written.
+-- ringFields returns M's hot field, to be written. The ring's table is
+-- kept from call to call: one not read in this call holds another
+-- budget's.
 local function ringFields()
+  if not loaded then error('the hot field is written without being read') end
   return 'hot', spack('>dddddddd', ring.h, ring.n, ring.c, ring.l, ring.limit, ring.last, ring.ren, ring.mixed)
 end
 
