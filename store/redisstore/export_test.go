@@ -90,7 +90,7 @@ func HotScript(body string) string { return evalText("", body) }
 // lua/hot.lua), for process proc on a window budget of the timespan span
 // whose presence lasts ttl, with no time offset and no presence refresh.
 func HotArgs(proc string, ttl, span time.Duration) []any {
-	return []any{packed(0, 1, micros(ttl), micros(span), hereNot), proc}
+	return []any{hotNumbers(store.Policy{Strategy: store.StrategyWindow, Timespan: span}, ttl, hereNot, 0), proc}
 }
 
 // RedisKeys returns the Redis keys of budget key.

@@ -307,15 +307,22 @@ func (s *Store) argsHere(p store.Policy, here int64, n int) []any {
 // the local clock's now plus offset, as the server's clock tells it. nums
 // are the script's own numbers, packed after those every script takes.
 func (s *Store) argsAt(p store.Policy, here, offset int64, n int, nums ...int64) []any {
-	var windowed int64
-	if p.Strategy != store.StrategyLinear {
-		windowed = 1
-	}
-	d := packed(offset, windowed, micros(s.ttl), micros(max(p.Timespan, time.Microsecond)), here)
+	d := hotNumbers(p, s.ttl, here, offset)
 	d.add(nums...)
 	a := make([]any, 2, 2+n)
 	a[0], a[1] = d, s.procArg
 	return a
+}
+
+// hotNumbers returns the numbers every script takes, in the order
+// lua/hot.lua's begin reads them: the time offset, 1 for a window budget,
+// how long a presence lasts (ttl), p's timespan and the presence flag.
+func hotNumbers(p store.Policy, ttl time.Duration, here, offset int64) *doubles {
+	var windowed int64
+	if p.Strategy != store.StrategyLinear {
+		windowed = 1
+	}
+	return packed(offset, windowed, micros(ttl), micros(max(p.Timespan, time.Microsecond)), here)
 }
 
 // presenceFlag returns args' presence flag, taking the turn to count the
