@@ -37,10 +37,19 @@ import (
 //     above the server's seats costs the whole budget a Retry-After.
 //   - The ceiling rises after probeEvery without a throttle (quickProbe
 //     until a rise has drawn one, below), by a step that doubles with
-//     every rise that held. A throttle within probeEvery of a
+//     every rise that held (quick probes go a seat at a time). A
+//     throttle within probeEvery of a
 //     rise doubles probeEvery (up to maxProbeEvery), resets the step and
 //     leaves the limit no lower than the ceiling before the rise, which
-//     held; a rise that held halves it (down to minProbeEvery).
+//     held; a rise that held halves it (down to minProbeEvery). A rise of
+//     more than one seat that drew a throttle tries halfway next, as a
+//     rise from the ceiling that held.
+//   - No cut leaves the limit or the ceiling below the seats that held
+//     for probeEvery, however few requests the client saw in flight:
+//     the server frees a seat a moment after its answer arrives, and
+//     requests sent together reach it in any order. One throttle at
+//     those seats is forgiven every probeEvery; a second within it lowers
+//     them like any other (the server has fewer seats now).
 //   - Processes sharing the limit through a store share every cut and
 //     every rise of the ceiling, so that they grow together and their
 //     shares add up to the limit probed.
@@ -97,8 +106,13 @@ type control struct {
 	agreed bool
 	// probeFailed is set once a rise drew a throttle (see probeAfter).
 	probeFailed bool
-	// held is the ceiling before the last rise: it held for probeEvery.
+	// held is the ceiling that held for probeEvery (0: none yet): the
+	// ceiling before the last rise, or the last rise's once it has held.
+	// No cut leaves the limit or the ceiling below it, unless throttles
+	// come at it twice within probeEvery (see forgive).
 	held float64
+	// heldThrottled is when a throttle last came at held (see forgive).
+	heldThrottled time.Time
 }
 
 func newControl(c Concurrency, now time.Time) control {
@@ -181,8 +195,14 @@ func (c *control) slowStart(seq uint64) {
 // drew a throttle.
 func (c *control) raise(now time.Time) {
 	if !c.raised.IsZero() {
-		// The previous rise held for probeEvery: probe faster.
-		c.step *= 2
+		// The previous rise held for probeEvery: probe faster, and
+		// further once a probe has drawn a throttle. Quick probes go a
+		// seat at a time: they correct a cut's estimate, which lies a
+		// seat or two below the server's seats, and a step past them
+		// costs a Retry-After more to find its way back (see throttled).
+		if c.probeFailed {
+			c.step *= 2
+		}
 		c.probeEvery = max(c.probeEvery/2, minProbeEvery)
 	}
 	c.held = c.ceiling
@@ -210,7 +230,12 @@ func (c *control) throttled(seq uint64, peers, running, processes int, now time.
 		// The last rise drew it: probe less often.
 		c.probeEvery = min(2*c.probeEvery, maxProbeEvery)
 		c.probeFailed = true
+	} else if !c.raised.IsZero() {
+		// The last rise held for probeEvery.
+		c.held = c.ceiling
 	}
+	probed := c.ceiling
+	c.forgive(now, drew)
 	c.limit = math.Floor(min(c.limit, float64(peers)) * cutFactor)
 	ceiling := peers - 1
 	if c.servedPeak > 0 {
@@ -221,21 +246,47 @@ func (c *control) throttled(seq uint64, peers, running, processes int, now time.
 		ceiling = min(ceiling, running)
 	}
 	c.limit = max(c.limit, c.floor(processes))
-	if drew {
-		// Back to the ceiling that held before the rise, however few
-		// the requests in flight looked: the server frees a seat a
-		// moment after its answer arrives, so that a probe's throttle
-		// can come with fewer in flight than the seats that held.
-		c.limit = max(c.limit, c.held)
-		ceiling = max(ceiling, int(c.held))
+	// Back to the ceiling that held, however few the requests in flight
+	// looked: the server frees a seat a moment after its answer arrives,
+	// and requests sent together may reach it in another order, so that
+	// a throttle can come with fewer in flight than the seats that held.
+	c.limit = max(c.limit, c.held)
+	ceiling = max(ceiling, int(c.held))
+	// A rise of more than a seat that drew it tries halfway next, as a
+	// rise from the ceiling that held: the seats between may hold.
+	bisect := drew && c.held > 0 && probed-c.held >= 2
+	if bisect {
+		ceiling = int(c.held + math.Floor((probed-c.held)/2))
 	}
 	c.ssthresh = c.limit
 	c.servedPeak = 0
 	c.ceiling = max(float64(ceiling), c.limit)
 	c.step = 1
 	c.raised = time.Time{}
+	if bisect {
+		c.raised = now
+	}
 	c.raiseAt = now.Add(c.probeAfter())
 	return store.SeatCut{Limit: int(c.limit), Ceiling: int(c.ceiling), ProbeAfter: c.raiseAt.Sub(now)}, true
+}
+
+// forgive decides whether a throttle that no rise drew, with the limit
+// no higher than the ceiling that held, may lower that ceiling. The first
+// within probeEvery may not: a throttle at seats that held for
+// probeEvery is as likely the server's moment as a loss of seats, and a
+// seat fewer would cost a share of everything served until the next
+// probe, where the throttle costs one Retry-After. A second within
+// probeEvery may: the server has fewer seats now, and the limit is cut
+// like any other.
+func (c *control) forgive(now time.Time, drew bool) {
+	if drew || c.held == 0 || c.limit > c.held {
+		return
+	}
+	if !c.heldThrottled.IsZero() && now.Sub(c.heldThrottled) < c.probeEvery {
+		c.held, c.heldThrottled = 0, time.Time{}
+		return
+	}
+	c.heldThrottled = now
 }
 
 // probeAfter returns how long after a cut or a rise the ceiling may rise
@@ -267,6 +318,14 @@ func (c *control) adopt(cut store.SeatCut, processes int, now time.Time) {
 	}
 	c.cutSeq = c.seq
 	c.servedPeak = 0
+	if !c.raised.IsZero() && now.Sub(c.raised) >= c.probeEvery {
+		c.held = c.ceiling // the last rise held
+	}
+	if float64(cut.Ceiling) < c.held {
+		// The other process saw throttles come twice at the ceiling
+		// that held (see forgive).
+		c.held = 0
+	}
 	c.limit = max(min(c.limit, float64(cut.Limit)), c.floor(processes))
 	c.ssthresh = c.limit
 	ceiling := float64(cut.Ceiling)

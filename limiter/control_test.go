@@ -105,7 +105,86 @@ func TestControlProbeThatDrewAThrottleGoesBackToTheCeilingThatHeld(t *testing.T)
 	assert.Equal(t, 3, int(c.ceiling))
 
 	c.throttled(c.seated(), 3, 2, 1, now.Add(2*time.Second))
-	assert.Equal(t, 2, c.seats(), "a throttle that no rise drew cuts to the requests running")
+	assert.Equal(t, 3, c.seats(), "one throttle at the seats that held leaves them")
+	assert.Equal(t, 3, int(c.ceiling))
+
+	c.throttled(c.seated(), 3, 2, 1, now.Add(3*time.Second))
+	assert.Equal(t, 2, c.seats(), "a second within probeEvery cuts to the requests running")
+	assert.Equal(t, 2, int(c.ceiling))
+}
+
+// A throttle at the seats that held, a probeEvery after the last, leaves
+// them again: only throttles that come closer together lower them.
+func TestControlForgivesAThrottleAtTheSeatsThatHeldOncePerProbeEvery(t *testing.T) {
+	c := newControl(Concurrency{Adaptive: true}, t0)
+	c.limit = 4
+	c.throttled(c.seated(), 4, 3, 1, t0)
+	now := t0.Add(quickProbe)
+	answerWell(&c, now, 10)
+	require.Equal(t, 4, c.seats(), "the probe")
+	now = now.Add(c.probeEvery)
+	c.throttled(c.seated(), 4, 3, 1, now)
+	require.Equal(t, 4, c.seats(), "4 held for probeEvery: a throttle at it is forgiven")
+	for _, d := range []time.Duration{c.probeEvery, 2 * c.probeEvery} {
+		c.throttled(c.seated(), 4, 2, 1, now.Add(d))
+		assert.Equal(t, 4, c.seats(), "a probeEvery after the last: forgiven again")
+		now = now.Add(d)
+	}
+	c.throttled(c.seated(), 4, 2, 1, now.Add(time.Second))
+	assert.Equal(t, 2, c.seats(), "a second within probeEvery: cut to the requests running")
+}
+
+// A rise of more than a seat that draws a throttle tries halfway next,
+// as a rise from the ceiling that held: one throttle there goes back to
+// it.
+func TestControlBisectsARiseOfSeveralSeatsThatDrewAThrottle(t *testing.T) {
+	c := newControl(Concurrency{Adaptive: true}, t0)
+	c.limit = 3
+	c.throttled(c.seated(), 3, 0, 1, t0)
+	require.Equal(t, 2, int(c.ceiling))
+	rise := func(at time.Time) { answerWell(&c, at, 20) }
+	rise(t0.Add(quickProbe))
+	require.Equal(t, 3, c.seats(), "the quick probe")
+	c.throttled(c.seated(), 3, 2, 1, t0.Add(quickProbe+time.Second))
+	require.Equal(t, 2, c.seats(), "drew a throttle")
+
+	now := t0.Add(quickProbe + time.Second + c.probeEvery)
+	rise(now)
+	require.Equal(t, 3, c.seats(), "a probe, by one seat")
+	now = now.Add(c.probeEvery)
+	rise(now)
+	require.Equal(t, 5, c.seats(), "it held: the next by two")
+
+	now = now.Add(time.Second)
+	c.throttled(c.seated(), 5, 3, 1, now)
+	assert.Equal(t, 3, c.seats(), "back to the 3 that held")
+	assert.Equal(t, 4, int(c.ceiling), "and 4, halfway, is tried next")
+	rise(now.Add(2 * time.Second))
+	require.Equal(t, 4, c.seats())
+	c.throttled(c.seated(), 4, 3, 1, now.Add(3*time.Second))
+	assert.Equal(t, 3, c.seats(), "4 drew one too: back to 3")
+	assert.Equal(t, 3, int(c.ceiling))
+}
+
+// Quick probes correct a cut's estimate a seat at a time: a step past
+// the server's seats would cost a Retry-After more to find the way back.
+func TestControlQuickProbesGoASeatAtATime(t *testing.T) {
+	c := newControl(Concurrency{Adaptive: true}, t0)
+	c.limit = 2
+	c.throttled(c.seated(), 2, 0, 1, t0)
+	require.Equal(t, 1, int(c.ceiling))
+	for i := 1; i <= 3; i++ {
+		answerWell(&c, t0.Add(time.Duration(i)*quickProbe), 20)
+		assert.Equal(t, 1+i, c.seats(), "quick probe %d", i)
+	}
+}
+
+// answerWell gives c n good answers at now, to requests sent with the
+// limit in use.
+func answerWell(c *control, now time.Time, n int) {
+	for range n {
+		c.good(c.seated(), c.seats(), now)
+	}
 }
 
 func TestControlCeilingIsTheMostSeatsServedSinceTheLastCut(t *testing.T) {
