@@ -94,7 +94,7 @@ func (b *Budget) admit(ctx context.Context, stop <-chan struct{}, seated bool) (
 			}
 		}
 	}
-	if err := b.slot(ctx, stop, w); err != nil {
+	if err := b.slot(ctx, stop, w, &st); err != nil {
 		st.free(outcomeUnsent)
 		return seat{}, err
 	}
@@ -102,8 +102,9 @@ func (b *Budget) admit(ctx context.Context, stop <-chan struct{}, seated bool) (
 	return st, nil
 }
 
-// slot takes one slot of the budget and returns when it has come.
-func (b *Budget) slot(ctx context.Context, stop <-chan struct{}, w waitLimits) error {
+// slot takes one slot of the budget and returns when it has come. A
+// request holding the seat *st waits for room to send it (see sleep).
+func (b *Budget) slot(ctx context.Context, stop <-chan struct{}, w waitLimits, st *seat) error {
 	l := b.l
 	res, err := b.reserve(ctx, w, false)
 	if err != nil {
@@ -118,7 +119,7 @@ func (b *Budget) slot(ctx context.Context, stop <-chan struct{}, w waitLimits) e
 		b.logSlow(w.seatWait, reason)
 		return nil
 	}
-	return b.sleep(ctx, stop, res, w)
+	return b.sleep(ctx, stop, res, w, st)
 }
 
 // reserve reserves a slot within what is left of w's limit after the
@@ -176,8 +177,12 @@ func (b *Budget) refuse(wait time.Duration, w waitLimits) error {
 }
 
 // sleep waits for the slot of reservation res, confirming it when the
-// timer fires or a cooldown moves it, until the store says go.
-func (b *Budget) sleep(ctx context.Context, stop <-chan struct{}, res store.Reservation, w waitLimits) error {
+// timer fires or a cooldown moves it, until the store says go. A request
+// that holds the seat *st (nil or the zero seat: none) is marked sent
+// when it goes, once there is room for it among the requests in flight
+// (see roomToSend); *st is then the seat it holds, the zero seat on
+// failure.
+func (b *Budget) sleep(ctx context.Context, stop <-chan struct{}, res store.Reservation, w waitLimits, st *seat) error {
 	l := b.l
 	if !l.addWaiter() {
 		b.release(ctx, res.ID)
@@ -195,6 +200,12 @@ func (b *Budget) sleep(ctx context.Context, stop <-chan struct{}, res store.Rese
 			b.release(ctx, res.ID)
 			return quit
 		}
+		if st != nil {
+			if err := b.roomToSend(ctx, stop, &w, st); err != nil {
+				b.release(ctx, res.ID)
+				return err
+			}
+		}
 		left, err := l.store.Confirm(ctx, b.key, res.ID)
 		if errors.Is(err, store.ErrUnknownReservation) && l.isClosed() {
 			return errClosed
@@ -209,6 +220,9 @@ func (b *Budget) sleep(ctx context.Context, stop <-chan struct{}, res store.Rese
 			l.observer.Admitted(b.Cluster(), b.key, waited, reason)
 			b.logSlow(waited, reason)
 			return nil
+		}
+		if st != nil {
+			st.unsend() // not yet
 		}
 		// The slot moved: give up now if it is out of reach.
 		if l.clock.Since(w.start)+left > w.limit {

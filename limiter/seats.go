@@ -161,11 +161,60 @@ func (s *seats) takeLocked(now time.Time) seat {
 // has in flight each.
 func (st *seat) send() {
 	s := st.s
-	if s == nil {
+	if s == nil || st.peers != 0 {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	st.sendLocked()
+}
+
+// trySend is send when fewer requests are in flight than this process
+// may hold, and reports whether it sent: false only when a cut since the
+// seat was taken left more seats held than the limit (see roomToSend).
+// The zero seat always sends.
+func (st *seat) trySend() bool {
+	s := st.s
+	if s == nil || st.peers != 0 {
+		return true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.sentSeqs) >= s.capLocked() {
+		return false
+	}
+	st.sendLocked()
+	return true
+}
+
+// unsend undoes send: the request is not leaving yet after all.
+func (st *seat) unsend() {
+	s := st.s
+	if s == nil || st.peers == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.unsendLocked(st.seq)
+	st.peers, st.others = 0, 0
+}
+
+// requeue gives back the seat st, unsent, and queues a waiter for the
+// next free seat first in line, for a seat holder that may not send yet
+// (see roomToSend).
+func (s *seats) requeue(st seat, now time.Time) (*seatWaiter, *list.Element) {
+	w := &seatWaiter{ready: make(chan struct{})}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.inUse--
+	e := s.waiting.PushFront(w)
+	s.grantLocked(now)
+	return w, e
+}
+
+// sendLocked is send under s.mu.
+func (st *seat) sendLocked() {
+	s := st.s
 	s.sentSeqs = append(s.sentSeqs, st.seq)
 	inFlight := len(s.sentSeqs)
 	share, n := s.shareLocked()

@@ -108,3 +108,47 @@ func sendSeats(t *testing.T, s *seats, now time.Time, n int) []seat {
 	}
 	return sent
 }
+
+// Requests that took a seat before a cut and waited for their slot
+// holding it, through the cooldown the throttle started, leave when it
+// ends at the limit after the cut, not the one before: those over it give
+// their seats back and wait first in line for the next.
+func TestSeatHoldersOverALimitCutSinceWaitForRoom(t *testing.T) {
+	now := time.Unix(0, 0)
+	s := &seats{ctl: newControl(Concurrency{Adaptive: true}, now), clock: clocktesting.NewFakePassiveClock(now)}
+	s.ctl.limit = 6
+	sent := sendSeats(t, s, now, 2)
+	var holders []seat // waiting for their slot, unsent
+	for range 4 {
+		st, ok := s.tryTake(now)
+		require.True(t, ok)
+		holders = append(holders, st)
+	}
+	queued, _ := s.enqueue(now) // a request that found no seat
+
+	sent[1].free(outcomeThrottled)
+	require.Equal(t, 1, s.ctl.seats(), "cut to the request running when the server refused")
+	sent[0].free(outcomeGood)
+
+	require.True(t, holders[0].trySend(), "nothing in flight: the first to go goes")
+	for _, h := range holders[1:] {
+		assert.False(t, h.trySend(), "the limit is in flight")
+	}
+	w, _ := s.requeue(holders[1], now)
+	holders[0].free(outcomeGood)
+	for _, h := range holders[2:] {
+		h.free(outcomeUnsent) // cancelled meanwhile
+	}
+	select {
+	case <-w.ready:
+	default:
+		t.Fatal("the seat holder put back in line is not served first")
+	}
+	select {
+	case <-queued.ready:
+		t.Fatal("the request that queued for a seat went before the one put back")
+	default:
+	}
+	assert.True(t, w.seat.trySend())
+	assert.Equal(t, 1, len(s.sentSeqs))
+}

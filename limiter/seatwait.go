@@ -1,6 +1,7 @@
 package limiter
 
 import (
+	"container/list"
 	"context"
 	"errors"
 	"time"
@@ -38,6 +39,12 @@ func (b *Budget) waitSeat(ctx context.Context, stop <-chan struct{}, w *waitLimi
 	defer l.waiters.Done()
 
 	sw, e := b.seats.enqueue(l.clock.Now())
+	return b.inLine(ctx, stop, w, sw, e)
+}
+
+// inLine waits for the seat of waiter sw, queued at e, within w's limit.
+func (b *Budget) inLine(ctx context.Context, stop <-chan struct{}, w *waitLimits, sw *seatWaiter, e *list.Element) (seat, error) {
+	l := b.l
 	var timeout <-chan time.Time
 	if w.limit != store.NoMaxWait && !w.byDeadline {
 		// A deadline needs no timer: the context is done at the deadline.
@@ -62,8 +69,7 @@ func (b *Budget) waitSeat(ctx context.Context, stop <-chan struct{}, w *waitLimi
 	case <-l.done:
 		quit = errClosed
 	}
-	now = l.clock.Now()
-	if st, got := b.seats.leave(sw, e, now); got {
+	if st, got := b.seats.leave(sw, e, l.clock.Now()); got {
 		st.free(outcomeUnsent)
 	}
 	return seat{}, quit
@@ -86,4 +92,24 @@ func (b *Budget) Seats() SeatStatus {
 		return SeatStatus{}
 	}
 	return b.seats.status()
+}
+
+// roomToSend marks the request holding *st as sent, once fewer requests
+// are in flight than the limit allows. A cut since the seat was taken
+// can leave more seats held than that (requests that waited for their
+// slot, through a cooldown, holding one): this one then gives its seat
+// back and waits for the next, first in line, so that the requests
+// released together when the cooldown ends leave at the limit, not at
+// the limit before the cut. *st is then the new seat, or the zero seat
+// on failure. The caller is counted among the Engine's waiters.
+func (b *Budget) roomToSend(ctx context.Context, stop <-chan struct{}, w *waitLimits, st *seat) error {
+	for !st.trySend() {
+		sw, e := st.s.requeue(*st, b.l.clock.Now())
+		ns, err := b.inLine(ctx, stop, w, sw, e)
+		*st = ns
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -93,7 +93,7 @@ func (b *Budget) seatAtSlot(ctx context.Context, stop <-chan struct{}, res store
 // the store, holding the seat st, and returns it when the store says go.
 func (b *Budget) confirmSeated(ctx context.Context, stop <-chan struct{}, st seat, res store.Reservation, w waitLimits) (seat, error) {
 	res.Wait = 0
-	if err := b.sleep(ctx, stop, res, w); err != nil {
+	if err := b.sleep(ctx, stop, res, w, &st); err != nil {
 		st.free(outcomeUnsent)
 		return seat{}, err
 	}
