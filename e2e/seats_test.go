@@ -396,13 +396,13 @@ func TestSeatsSharedThroughRedis(t *testing.T) {
 	t.Logf("two processes sharing a budget through Redis, a level of %d seats that rejects:\n%s", seats, servedTable(best, bare, shared, dflt))
 	t.Logf("shared: %.0f%% of one process's best, %.0f%% of two processes' best", 100*float64(shared.served)/float64(best.served), 100*float64(shared.served)/float64(bare.served))
 
-	// Not the 80% aimed at. The first burst draws 1-3 429s before the
-	// processes agree on a limit (a second of cooldown each), the shared
-	// limit probes a fourth seat after 3s, and some runs see 429s at 3
-	// seats, the server freeing a seat a moment after its answer arrives.
-	// Measured with the race detector on an idle machine: 47-70% of one
-	// process's best, 43-83% of two processes'. The check guards against
-	// the collapse without a concurrency limit.
+	// Not always the 80% aimed at. The first burst draws 1-3 429s before
+	// the processes agree on a limit (a second of cooldown each), the
+	// shared limit probes a fourth seat after 3s, and each seat serves
+	// less than in one process (two Redis scripts per request, on the API
+	// server's cores). Measured with the race detector on an idle
+	// machine: 47-81% of one process's best, 43-83% of two processes'.
+	// The check guards against the collapse without a concurrency limit.
 	assert.GreaterOrEqual(t, float64(shared.served), float64(best.served)/4, "at least a quarter of what one worker per seat gets")
 	assert.LessOrEqual(t, shared.throttledShare(), 0.01, "at most 1%% of the requests sent draw a 429")
 	assert.GreaterOrEqual(t, float64(dflt.served), 0.9*400, "at least 90%% of what the default budget allows in %s", defaultRun)
