@@ -324,13 +324,45 @@ func TestControlFixedNeverMoves(t *testing.T) {
 // request, for 15 minutes of simulated time: the limit settles on the
 // level's seats, throttles stay rare and most of the capacity is served.
 func TestControlAgainstARejectingLevel(t *testing.T) {
-	const (
-		seatsOfLevel = 3
-		service      = 2 * time.Millisecond
-		retryAfter   = time.Second
-		run          = 15 * time.Minute
-	)
+	const run = 15 * time.Minute
 	c := newControl(Concurrency{Adaptive: true}, t0)
+	served, rejected := simulateLevel(&c, run, func(time.Duration) int { return 3 })
+	best := int(run / simService * 3)
+	t.Logf("served %d of %d (%.1f%%), %d throttles, limit %d", served, best, 100*float64(served)/float64(best), rejected, c.seats())
+	assert.Equal(t, 3, c.seats(), "the limit settles on the level's seats")
+	assert.GreaterOrEqual(t, float64(served), 0.95*float64(best), "at least 95%% of the level's capacity is served")
+	assert.LessOrEqual(t, rejected, 10, "a throttle in slow start, a quick probe, then a probe every 60s, 2m, 4m, 8m")
+}
+
+// A level whose seats fall (another client takes one) draws throttles at
+// the seats that held: the second within the probe interval lowers them,
+// and the limit follows the level down.
+func TestControlFollowsALevelWhoseSeatsFall(t *testing.T) {
+	const run = 10 * time.Minute
+	c := newControl(Concurrency{Adaptive: true}, t0)
+	seats := func(d time.Duration) int {
+		if d < run/2 {
+			return 3
+		}
+		return 2
+	}
+	served, rejected := simulateLevel(&c, run, seats)
+	best := int(run / 2 / simService * 5)
+	t.Logf("served %d of %d (%.1f%%), %d throttles, limit %d", served, best, 100*float64(served)/float64(best), rejected, c.seats())
+	assert.Equal(t, 2, c.seats(), "the limit follows the level's seats down")
+	assert.GreaterOrEqual(t, float64(served), 0.95*float64(best), "at least 95%% of the level's capacity is served")
+	assert.LessOrEqual(t, rejected, 12, "a few more than with seats that hold: two at the fall, then the probes")
+}
+
+// simService is how long the simulated level takes to serve a request.
+const simService = 2 * time.Millisecond
+
+// simulateLevel runs c against a simulated priority level that rejects
+// the request in flight past seats(time into the run) with Retry-After
+// 1s (as APF's Reject does), 40 workers, simService per request, for run
+// of simulated time, and returns the requests served and rejected.
+func simulateLevel(c *control, run time.Duration, seats func(time.Duration) int) (served, rejected int) {
+	const retryAfter = time.Second
 	type req struct {
 		seq   uint64
 		peers int
@@ -340,8 +372,6 @@ func TestControlAgainstARejectingLevel(t *testing.T) {
 	var (
 		now      = t0
 		inFlight []req
-		served   int
-		rejected int
 		coolTill time.Time
 	)
 	for now.Before(t0.Add(run)) {
@@ -377,8 +407,8 @@ func TestControlAgainstARejectingLevel(t *testing.T) {
 					accepted++
 				}
 			}
-			r := req{seq: c.seated(), peers: len(inFlight) + 1, ok: accepted < seatsOfLevel}
-			r.end = now.Add(service)
+			r := req{seq: c.seated(), peers: len(inFlight) + 1, ok: accepted < seats(now.Sub(t0))}
+			r.end = now.Add(simService)
 			if !r.ok {
 				r.end = now // rejected at once
 			}
@@ -386,11 +416,7 @@ func TestControlAgainstARejectingLevel(t *testing.T) {
 		}
 		now = now.Add(time.Millisecond)
 	}
-	best := int(run / service * seatsOfLevel)
-	t.Logf("served %d of %d (%.1f%%), %d throttles, limit %d", served, best, 100*float64(served)/float64(best), rejected, c.seats())
-	assert.Equal(t, seatsOfLevel, c.seats(), "the limit settles on the level's seats")
-	assert.GreaterOrEqual(t, float64(served), 0.95*float64(best), "at least 95%% of the level's capacity is served")
-	assert.LessOrEqual(t, rejected, 10, "a throttle in slow start, a quick probe, then a probe every 60s, 2m, 4m, 8m")
+	return served, rejected
 }
 
 // In slow start, the limit grows by half every round trip at most:
