@@ -62,7 +62,9 @@ import (
 //     limit first cut before they agree on one, each knowing only its own
 //     requests in flight, then on estimates of the others'. A ceiling
 //     left there would hold for probeEvery; one quick probe finds the
-//     seats from above, for one more Retry-After.
+//     seats from above, for one more Retry-After. The first cut of
+//     processes sharing the limit, before they agree, is its own ceiling:
+//     their guesses of each other's requests in flight run high.
 //
 // With a priority level of three seats that rejects, the limit settles on
 // three after one throttle in slow start and one quick probe, and costs
@@ -224,6 +226,7 @@ func (c *control) throttled(seq uint64, peers, running, processes int, now time.
 		return store.SeatCut{}, false
 	}
 	c.cutSeq = c.seq
+	first := !c.agreed
 	c.agreed = true
 	drew := !c.raised.IsZero() && now.Sub(c.raised) < c.probeEvery
 	if drew {
@@ -246,6 +249,13 @@ func (c *control) throttled(seq uint64, peers, running, processes int, now time.
 		ceiling = min(ceiling, running)
 	}
 	c.limit = max(c.limit, c.floor(processes))
+	if first && processes > 1 {
+		// Before the processes agree on a limit, the others' requests in
+		// flight are guessed high (see seat.send), and a ceiling above
+		// the cut lets them all grow past the server's seats when the
+		// cooldown ends. The quick probe finds a seat more, if any.
+		ceiling = min(ceiling, int(c.limit))
+	}
 	// Back to the ceiling that held, however few the requests in flight
 	// looked: the server frees a seat a moment after its answer arrives,
 	// and requests sent together may reach it in another order, so that

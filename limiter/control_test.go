@@ -274,6 +274,26 @@ func TestControlProbesSoonUntilARiseDrawsAThrottle(t *testing.T) {
 	assert.Equal(t, 2*minProbeEvery, cut.ProbeAfter, "a rise that drew a throttle: probeEvery, doubled, from now on")
 }
 
+// Before processes sharing a limit agree on it, each guesses the others'
+// requests in flight high: the first cut leaves no room to grow above it
+// until the quick probe.
+func TestControlFirstSharedCutLeavesNoRoomAboveIt(t *testing.T) {
+	c := newControl(Concurrency{Adaptive: true}, t0)
+	c.limit = 5
+	cut, ok := c.throttled(c.seated(), 6, 0, 2, t0)
+	require.True(t, ok)
+	assert.Equal(t, store.SeatCut{Limit: 3, Ceiling: 3, ProbeAfter: quickProbe}, cut, "not 5, one below the 6 guessed in flight")
+	answerWell(&c, t0.Add(time.Second), 20)
+	assert.Equal(t, 3, c.seats())
+	answerWell(&c, t0.Add(quickProbe), 20)
+	assert.Equal(t, 4, c.seats(), "the quick probe")
+
+	alone := newControl(Concurrency{Adaptive: true}, t0)
+	alone.limit = 5
+	cut, _ = alone.throttled(alone.seated(), 5, 0, 1, t0)
+	assert.Equal(t, 4, cut.Ceiling, "a process alone counts what it has in flight: one below")
+}
+
 // Processes sharing a limit rise together: one's rise lifts the others'
 // ceilings, never lowers them, and their limits grow to it.
 func TestControlAdoptsAnotherProcesssRise(t *testing.T) {
@@ -302,7 +322,7 @@ func TestControlAdoptsAnotherProcesssRise(t *testing.T) {
 // Two processes throttled in one burst keep the lower of their ceilings.
 func TestControlKeepsTheLowerCeilingOfCutsSinceTheLastRise(t *testing.T) {
 	c := newControl(Concurrency{Adaptive: true}, t0)
-	c.limit = 6
+	c.limit, c.agreed = 6, true // the processes agreed on a limit before
 	c.throttled(c.seated(), 5, 0, 2, t0)
 	require.Equal(t, 4, int(c.ceiling))
 	c.adopt(store.SeatCut{Limit: 3, Ceiling: 6, ProbeAfter: quickProbe}, 2, t0)
