@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"container/list"
+	"runtime"
 	"sync"
 	"time"
 
@@ -269,19 +270,21 @@ func (s *seats) leave(w *seatWaiter, e *list.Element, now time.Time) (seat, bool
 	return seat{}, false
 }
 
-// grantLocked gives free seats to the waiters at the head of the queue.
-// s.mu must be held.
-func (s *seats) grantLocked(now time.Time) {
+// grantLocked gives free seats to the waiters at the head of the queue,
+// and reports whether it gave any. s.mu must be held.
+func (s *seats) grantLocked(now time.Time) (granted bool) {
 	for s.inUse < s.capLocked() {
 		e := s.waiting.Front()
 		if e == nil {
-			return
+			return granted
 		}
 		s.waiting.Remove(e)
 		w := e.Value.(*seatWaiter)
 		w.seat, w.granted = s.takeLocked(now), true
 		close(w.ready)
+		granted = true
 	}
+	return granted
 }
 
 // outcome is how a request that held a seat ended.
@@ -306,14 +309,21 @@ func (st seat) free(o outcome) {
 	if s == nil {
 		return
 	}
-	if cut, ok := s.freeSeat(st, o, s.clock.Now()); ok && s.shared != nil {
+	cut, ok, granted := s.freeSeat(st, o, s.clock.Now())
+	if ok && s.shared != nil {
 		s.shared.ShareCut(s.key, cut)
+	}
+	if granted {
+		// The waiter given the seat runs next on this P, but only once
+		// this goroutine blocks: that of a finished response goes on to
+		// decode it first, and the seat would stand idle meanwhile.
+		runtime.Gosched()
 	}
 }
 
 // freeSeat is free under the lock; it returns the cut (or rise of the
-// ceiling) the control made.
-func (s *seats) freeSeat(st seat, o outcome, now time.Time) (cut store.SeatCut, cutOK bool) {
+// ceiling) the control made, and whether the seat went to a waiter.
+func (s *seats) freeSeat(st seat, o outcome, now time.Time) (cut store.SeatCut, cutOK, granted bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.inUse--
@@ -340,8 +350,7 @@ func (s *seats) freeSeat(st seat, o outcome, now time.Time) (cut store.SeatCut, 
 		running := older + st.others
 		cut, cutOK = s.ctl.throttled(st.seq, st.peers, running, processes, now)
 	}
-	s.grantLocked(now)
-	return cut, cutOK
+	return cut, cutOK, s.grantLocked(now)
 }
 
 // status returns the limit and its use.
