@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/k8sratelimit/k8sratelimit"
 	"github.com/k8sratelimit/k8sratelimit/e2e/internal/probe"
+	rlerrors "github.com/k8sratelimit/k8sratelimit/errors"
 	"github.com/k8sratelimit/k8sratelimit/internal/childproc"
 	"github.com/k8sratelimit/k8sratelimit/internal/redistest"
 )
@@ -108,7 +110,9 @@ func (c *loadClient) run(t *testing.T, d time.Duration) served {
 }
 
 // load runs the client's workers listing namespaces for d and counts what
-// left and what was served.
+// left and what was served. A worker refused by the limiter waits for the
+// error's RetryAfter before it lists again, as a controller requeues: one
+// that lists again at once spins, and takes the API server's cores.
 func (c *loadClient) load(d time.Duration) served {
 	before := len(c.wire.Exchanges())
 	start := time.Now()
@@ -118,7 +122,14 @@ func (c *loadClient) load(d time.Duration) served {
 	for range c.workers {
 		wg.Go(func() {
 			for ctx.Err() == nil {
-				_, _ = c.cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+				_, err := c.cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+				var refused *rlerrors.RateLimitExceededError
+				if errors.As(err, &refused) {
+					select {
+					case <-ctx.Done():
+					case <-time.After(refused.RetryAfter()):
+					}
+				}
 			}
 		})
 	}
@@ -275,7 +286,7 @@ func runChildFor(lim *k8sratelimit.Limiter, rc *rest.Config, workers int, d stri
 			return childproc.Fail(err)
 		}
 		s := c.load(dur)
-		fmt.Printf("429s (sent at:in flight in this process) %v\nno limiter\n", s.throttles)
+		fmt.Printf("429s (sent at:in flight in this process) %v\nno limiter, CPU %.2fs, %s\n", s.throttles, ownCPU().Seconds(), c.wire.Timing())
 		fmt.Printf("served %d sent %d throttled %d\n", s.served, s.sent, s.throttled)
 		return 0
 	}
@@ -314,7 +325,7 @@ func runChildFor(lim *k8sratelimit.Limiter, rc *rest.Config, workers int, d stri
 	fmt.Printf("429s (sent at:in flight in this process) %v; share/limit %v\n", s.throttles, changes)
 	if b, err := lim.Budget("", rc); err == nil {
 		st := b.Seats()
-		fmt.Printf("concurrency limit %d, this process's share %d\n", st.Limit, st.Share)
+		fmt.Printf("concurrency limit %d, this process's share %d, CPU %.2fs, %s\n", st.Limit, st.Share, ownCPU().Seconds(), c.wire.Timing())
 	}
 	fmt.Printf("served %d sent %d throttled %d\n", s.served, s.sent, s.throttled)
 	return 0
@@ -328,6 +339,8 @@ func seatsChildren(t *testing.T, name string, srv *redistest.Server, owner, user
 	waitSeatsFree(t, user)
 	rc := suite.cp.UserConfig(user)
 	env = slices.Concat(env, childproc.RedisBudget(srv.URL(), owner), childConn(rc), []string{childFor + "=" + d.String()})
+	etcd, apiServer := suite.cp.Pids()
+	cpu := meterCPU(t, []string{"kube-apiserver", "etcd", "redis-server"}, apiServer, etcd, srv.Pid())
 	var children []*childproc.Process
 	for i, w := range workers {
 		children = append(children, childproc.Start(t, childEnv, fmt.Sprintf("%s-%d", user, i),
@@ -344,6 +357,7 @@ func seatsChildren(t *testing.T, name string, srv *redistest.Server, owner, user
 		total.sent += s.sent
 		total.throttled += s.throttled
 	}
+	t.Logf("%s: CPU used meanwhile by %s", name, cpu.report(t))
 	return total
 }
 

@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -177,4 +178,30 @@ func InFlightAt(exchanges []Exchange, i int) int {
 		}
 	}
 	return n
+}
+
+// Timing describes the recorded requests' times: the median time from
+// sent to finished (the server's time per request, as the client sees
+// it), and the median time between one request's send and the next's.
+func (w *Wire) Timing() string {
+	ex := w.Exchanges()
+	var service, between []time.Duration
+	for i, e := range ex {
+		if !e.Finished.IsZero() {
+			service = append(service, e.Finished.Sub(e.Sent))
+		}
+		if i > 0 {
+			between = append(between, e.Sent.Sub(ex[i-1].Sent))
+		}
+	}
+	return fmt.Sprintf("sent to finished p50 %s, between sends p50 %s", median(service), median(between))
+}
+
+// median returns the median of d, 0 when d is empty; it sorts d.
+func median(d []time.Duration) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	slices.Sort(d)
+	return d[len(d)/2].Round(10 * time.Microsecond)
 }
