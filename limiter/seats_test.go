@@ -395,3 +395,45 @@ func TestBothLimitsHold(t *testing.T) {
 		assert.GreaterOrEqual(t, at[i].Sub(at[i-4]), time.Second, "no more than 4 in any second")
 	}
 }
+
+// A throttle cuts the limit while requests that took their seats before
+// it wait for their slots, holding them, through the cooldown it began:
+// when the cooldown ends they leave at the limit after the cut, not all
+// together at the one before.
+func TestSeatHoldersLeaveAtTheLimitAfterTheCutWhenTheCooldownEnds(t *testing.T) {
+	rt, srv, b, clk := seated(t, limiter.Concurrency{Adaptive: true}, limiter.Options{})
+	limiter.SetSeatLimit(b, 4)
+	ctx := context.Background()
+	var results []<-chan error
+	inFlight := map[string]*pending{}
+	for _, p := range []string{"/a", "/b", "/c", "/d"} {
+		results = append(results, send(ctx, rt, p))
+		r := srv.next(t)
+		inFlight[r.req.URL.Path] = r
+	}
+	results = append(results, send(ctx, rt, "/h"), send(ctx, rt, "/i"))
+	require.Eventually(t, func() bool { return b.Seats().Waiting == 2 }, 5*time.Second, time.Millisecond)
+
+	_, err := b.SetCooldown(ctx, time.Second)
+	require.NoError(t, err)
+	srv.respond(inFlight["/a"], http.StatusOK, nil)
+	srv.respond(inFlight["/b"], http.StatusOK, nil)
+	// /h and /i take the seats /a and /b gave back, and wait through the
+	// cooldown for their slots holding them.
+	require.Eventually(t, func() bool { return b.Seats().Waiting == 0 && clk.HasWaiters() }, 5*time.Second, time.Millisecond)
+	srv.respond(inFlight["/c"], http.StatusTooManyRequests, http.Header{"Retry-After": {"1"}})
+	require.Eventually(t, func() bool { return b.Seats().Limit == 2 }, 5*time.Second, time.Millisecond, "cut to 3/4 of the 3 seats in use when /c was sent")
+
+	clk.Step(time.Second + time.Millisecond)
+	first := srv.next(t)
+	srv.none(t) // /d and first are the 2 in flight
+	srv.respond(inFlight["/d"], http.StatusOK, nil)
+	second := srv.next(t)
+	assert.ElementsMatch(t, []string{"/h", "/i"}, []string{first.req.URL.Path, second.req.URL.Path})
+	srv.respond(first, http.StatusOK, nil)
+	srv.respond(second, http.StatusOK, nil)
+	for _, r := range results {
+		require.NoError(t, harness.Result(t, r))
+	}
+	assert.LessOrEqual(t, srv.maxIn.Load(), int32(4))
+}
