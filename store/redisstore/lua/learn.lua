@@ -8,7 +8,7 @@
 local k = tonum(ARGV[3])
 local first = 4 + k
 if call('EXISTS', M) == 0 then first = 4 end
-renew(ringLoad().ren, hnum('cd'), nil)
+renew(hnum('ren'), hnum('cd'), nil)
 local n, recorded = hnum('learned'), 0
 for i = first, #ARGV do
   local at = tonum(ARGV[i])
