@@ -1,11 +1,12 @@
 -- Reserve one slot of a window budget. ARGV[1] packed, after the numbers
--- every script takes (see hot.lua), as big-endian doubles: the limit, the max wait (µs), the jitter (µs), how many
--- requests of this process wait in-process before it, how far ahead (µs)
--- a reservation may be recorded, the latest slot given to those held
--- requests before jitter (0: none), j, the rank among the held slots of
--- the latest in ARGV[4] (0: none held), the estimated slot of the held
--- request being recorded (0: none), its slot before jitter, 1 when a
--- request admitted at once is sent without a Confirm, 2 when it is kept
+-- every script takes (see hot.lua), as big-endian doubles: the limit, the
+-- max wait (µs), the jitter (µs), how many requests of this process wait
+-- in-process before it, how far ahead (µs) a reservation may be recorded,
+-- the latest slot given to those held requests before jitter (0: none),
+-- j, the rank among the held slots of the latest in ARGV[4] (0: none
+-- held), the estimated slot of the held request being recorded (0:
+-- none), its slot before jitter, 1 when a request admitted at once is
+-- sent without a Confirm, 2 when it is kept
 -- to be confirmed by Sent (store.Request.Deferred), 0 for a held request
 -- being recorded, whose waiter confirms, and 1 when that held request was
 -- released (its slot is recorded as released). [3] the reservation's
