@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -42,6 +43,7 @@ import (
 // behind.
 var (
 	redisBenchWindow = store.Policy{Strategy: store.StrategyWindow, Limit: 1_000_000, Timespan: 10 * time.Millisecond}
+	redisBenchSeats  = store.Policy{Strategy: store.StrategyWindow, Limit: 1_000_000, Timespan: time.Second}
 	redisBenchLinear = store.Policy{Strategy: store.StrategyLinear, Limit: 1_000_000, Timespan: time.Second, Burst: 1_000_000}
 	redisBenchRate   = redis_rate.Limit{Rate: 1_000_000, Period: time.Second, Burst: 1_000_000}
 )
@@ -75,6 +77,34 @@ var redisKinds = []redisKind{
 			}
 			s.Sent(key, res.ID)
 			redisstore.FlushSent(s)
+			return true, nil
+		}
+	}},
+	// Forty requests waiting for seats, as forty workers over a level of
+	// three seats keep: each decision reserves a slot while the forty
+	// reserved before it still wait in W to be confirmed, and the earliest
+	// of them is then sent. The timespan is a second, so that the earliest
+	// is sent well within it even under valgrind.
+	{"window-40-seat-waiters", func(tb testing.TB, c *redis.Client) redisAdmit {
+		s := benchStore(tb, c)
+		var mu sync.Mutex
+		waiting := map[string][]uint64{}
+		return func(ctx context.Context, key string) (bool, error) {
+			res, err := s.Reserve(ctx, key, redisBenchSeats, deferredAtOnce)
+			if err != nil || !res.OK || res.Wait != 0 {
+				return false, err
+			}
+			mu.Lock()
+			q, sent := append(waiting[key], res.ID), uint64(0)
+			if len(q) > 40 {
+				sent, q = q[0], q[1:]
+			}
+			waiting[key] = q
+			mu.Unlock()
+			if sent != 0 {
+				s.Sent(key, sent)
+				redisstore.FlushSent(s)
+			}
 			return true, nil
 		}
 	}},

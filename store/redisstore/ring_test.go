@@ -197,3 +197,24 @@ func windowEntries(t *testing.T, c *redis.Client, key string) int64 {
 	require.NoError(t, err)
 	return n
 }
+
+// With far fewer entries than the limit, a decision reads no more than the
+// oldest of them, and still drops those a timespan past.
+func TestRedisWindowFarBelowItsLimitDropsEntriesATimespanPast(t *testing.T) {
+	client, s := startStore(t, redisstore.Options{Presence: time.Hour})
+	ctx := context.Background()
+	p := store.Policy{Strategy: store.StrategyWindow, Limit: 1000, Timespan: time.Second}
+	var ids []uint64
+	for range 3 {
+		r, err := s.Reserve(ctx, "k", p, deferredAtOnce) // kept in W until sent
+		require.NoError(t, err)
+		ids = append(ids, r.ID)
+	}
+	require.NoError(t, s.Release(ctx, "k", ids[0]))
+	require.Positive(t, windowEntries(t, client, "k"))
+
+	redisstore.Advance(s, 2500*time.Millisecond)
+	_, err := s.Reserve(ctx, "k", p, store.Request{})
+	require.NoError(t, err)
+	assert.Zero(t, windowEntries(t, client, "k"), "the entries a timespan past are gone")
+}

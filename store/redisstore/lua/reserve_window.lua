@@ -32,10 +32,17 @@ local procs = here(false)
 -- W's latest entries, up to limit. Those a timespan past count for
 -- nothing; they go when they are among them, or W holds more. The
 -- placeholder at 0 (see renew) is always the earliest, and alone, which
--- ZCARD tells at a third of the cost, constrains nothing.
-local w = none
-if call('ZCARD', W) > 1 then w = call('ZREVRANGE', W, 0, limit - 1, 'WITHSCORES') end
-if #w > 0 then
+-- ZCARD tells at a third of the cost, constrains nothing. With fewer
+-- entries in W, the ring and the held slots together than the limit,
+-- there is no L-th latest: only W's oldest is read, to drop the stale.
+local w, nw = none, call('ZCARD', W)
+if nw > 1 and nw + ring.n + held < limit then
+  local o = call('ZRANGE', W, 0, 1, 'WITHSCORES')
+  local oldest = tonum(o[2])
+  if oldest == 0 then oldest = tonum(o[4]) end
+  if oldest <= now - span then call('ZREMRANGEBYSCORE', W, '(0', num(now - span)) end
+elseif nw > 1 then
+  w = call('ZREVRANGE', W, 0, limit - 1, 'WITHSCORES')
   local oldest = tonum(w[#w])
   if oldest == 0 and #w >= 4 then oldest = tonum(w[#w - 2]) end
   if #w == 2 * limit or (oldest > 0 and oldest <= now - span) then
