@@ -70,7 +70,7 @@ func TestRingKeepsTheLatestSendsInOrder(t *testing.T) {
 			at += rng.Int64N(1000)
 			x := at
 			if rng.IntN(5) == 0 {
-				x -= rng.Int64N(20_000) // recorded late, behind later sends
+				x -= rng.Int64N(60_000) // recorded late, behind later sends
 			}
 			all = append(all, x)
 			ws := make([]int64, rng.IntN(2*limit))

@@ -438,32 +438,62 @@ local function ringRebuild(xs, c)
   if ms > 0 then call('PEXPIRE', S, ms) end
 end
 
+-- ringAfter returns the ring's sends later than instant x, in order,
+-- reading it from its latest.
+local function ringAfter(x)
+  local out, hi = {}, ring.n
+  while hi > 0 do
+    local lo = max(hi - 32, 0)
+    local xs = ringRead(lo, hi)
+    local k = #xs
+    while k > 0 and xs[k] > x do k = k - 1 end
+    for i = #xs, k + 1, -1 do out[#out + 1] = xs[i] end
+    if k > 0 then break end
+    hi = lo
+  end
+  local n = #out
+  for i = 1, math.floor(n / 2) do out[i], out[n - i + 1] = out[n - i + 1], out[i] end
+  return out
+end
+
+-- ringInsert adds a send at instant at, earlier than the ring's latest,
+-- to a ring with room: the sends after it move a place on. A send comes
+-- late when it is recorded after later ones: those of other processes,
+-- or of this one's other batches (see sent.lua).
+local function ringInsert(at)
+  local later = ringAfter(at)
+  local from = ring.n - #later
+  table.insert(later, 1, at)
+  ringWrite(from, later)
+  ring.n = ring.n + 1
+end
+
 -- ringAdd adds a send at instant at to a ring of at most limit places.
 -- The caller writes ringFields to M.
 local function ringAdd(at, limit)
   limit = max(limit, 1)
   ring.limit = limit
   local full = ring.n == ring.c
-  if at >= ring.l and ring.c > 0 and (not full or ring.c >= limit) then
-    -- The common case, in order and with room or at the limit: the send
-    -- takes the next place, the oldest's when full.
-    call('SETRANGE', S, num(((ring.h + ring.n) % ring.c) * 8), spack('>d', at))
-    if full then ring.h = (ring.h + 1) % ring.c else ring.n = ring.n + 1 end
-    ring.l = at
-    return
-  end
-  if ring.n > 0 and at < ring.l then
-    -- Out of order: written anew, in its place (rare: a send recorded
-    -- late, or learned after an outage).
-    local xs = ringRead(0, ring.n)
-    local k = #xs
-    while k > 0 and xs[k] > at do k = k - 1 end
-    table.insert(xs, k + 1, at)
-    ringRebuild(xs, max(min(ring.c, limit), min(#xs, limit)))
+  if ring.c > 0 and (not full or ring.c >= limit) then
+    if ring.n == 0 or at >= ring.l then
+      -- The common case, in order and with room or at the limit: the
+      -- send takes the next place, the oldest's when full.
+      call('SETRANGE', S, num(((ring.h + ring.n) % ring.c) * 8), spack('>d', at))
+      if full then ring.h = (ring.h + 1) % ring.c else ring.n = ring.n + 1 end
+      ring.l = at
+      return
+    end
+    -- Late. At the limit the oldest gives way, unless the send is older
+    -- still: only the limit latest count.
+    if full then
+      if ringRead(0, 1)[1] > at then return end
+      ring.h, ring.n = (ring.h + 1) % ring.c, ring.n - 1
+    end
+    ringInsert(at)
     return
   end
   local grow = false
-  if ring.n == ring.c and ring.c > 0 and ring.c < limit then
+  if full and ring.c > 0 and ring.c < limit then
     -- Full: the sends a timespan past make room, all at once; the buffer
     -- grows when they leave less than a quarter of it, so that a scan
     -- comes no sooner than a quarter of the buffer's sends later.
@@ -482,13 +512,19 @@ local function ringAdd(at, limit)
   end
   if (grow or ring.n == ring.c) and ring.c < limit then
     local xs = ringRead(0, ring.n)
-    xs[#xs + 1] = at
+    local k = #xs
+    while k > 0 and xs[k] > at do k = k - 1 end
+    table.insert(xs, k + 1, at)
     ringRebuild(xs, min(max(16, 2 * ring.c), limit))
     return
   end
   -- Room made by the stale sends, or an empty ring whose last send was
-  -- later: the send takes the next place. (A full ring took the common
-  -- case above at its limit, and was written anew below it.)
+  -- later: the send takes its place. (A full ring took the cases above at
+  -- its limit, and was written anew below it.)
+  if ring.n > 0 and at < ring.l then
+    ringInsert(at)
+    return
+  end
   ringWrite(ring.n, {at})
   ring.n = ring.n + 1
   ring.l = at
@@ -567,20 +603,3 @@ local function confirmed(t, member, limit)
   return out
 end
 
--- ringAfter returns the ring's sends later than instant x, in order,
--- reading it from its latest.
-local function ringAfter(x)
-  local out, hi = {}, ring.n
-  while hi > 0 do
-    local lo = max(hi - 32, 0)
-    local xs = ringRead(lo, hi)
-    local k = #xs
-    while k > 0 and xs[k] > x do k = k - 1 end
-    for i = #xs, k + 1, -1 do out[#out + 1] = xs[i] end
-    if k > 0 then break end
-    hi = lo
-  end
-  local n = #out
-  for i = 1, math.floor(n / 2) do out[i], out[n - i + 1] = out[n - i + 1], out[i] end
-  return out
-end
