@@ -63,17 +63,51 @@ func (s *Store) queueSent(x sentSend) {
 	}
 }
 
-// recordSends records the queued sends until the store is closed.
+// recordSends records the queued sends until the store is closed. It
+// gathers those that follow the first for a moment (sentGather), so that
+// one script records several: requests that leave as seats free come one
+// at a time.
 func (s *Store) recordSends() {
 	defer s.wg.Done()
 	for {
 		select {
 		case <-s.sentQ.kick:
-			s.flushSent()
 		case <-s.done:
 			return
 		}
+		if d := s.sentGather(); d > 0 {
+			t := time.NewTimer(d)
+			select {
+			case <-t.C:
+			case <-s.done: // Close records them
+				t.Stop()
+				return
+			}
+		}
+		s.flushSent()
 	}
+}
+
+// sentGather returns how long the queued sends may wait for others to
+// be recorded with: sentGatherMax, or less, a hundredth of the shortest
+// timespan among their budgets. Meanwhile each counts at its slot, a
+// little earlier than it left; what bounds the wait is that it must land
+// long before that slot is a timespan old.
+func (s *Store) sentGather() time.Duration {
+	q := &s.sentQ
+	q.mu.Lock()
+	budgets := make([]*redisBudget, 0, len(q.sends))
+	for _, x := range q.sends {
+		budgets = append(budgets, x.b)
+	}
+	q.mu.Unlock()
+	d := sentGatherMax
+	for _, b := range budgets {
+		b.mu.Lock()
+		d = min(d, b.policy.Timespan/100)
+		b.mu.Unlock()
+	}
+	return d
 }
 
 // flushSent records every queued send: those admitted at once and kept
@@ -127,6 +161,9 @@ const (
 	sentConcurrency = 16
 	// sentBatch bounds the sends one script records, and so its time.
 	sentBatch = 64
+	// sentGatherMax bounds how long queued sends wait for others, to be
+	// recorded in one script (see sentGather).
+	sentGatherMax = 10 * time.Millisecond
 )
 
 // atOnce returns the record of reservation id when it is kept as a send
