@@ -341,6 +341,7 @@ func seatsChildren(t *testing.T, name string, srv *redistest.Server, owner, user
 	env = slices.Concat(env, childproc.RedisBudget(srv.URL(), owner), childConn(rc), []string{childFor + "=" + d.String()})
 	etcd, apiServer := suite.cp.Pids()
 	cpu := meterCPU(t, []string{"kube-apiserver", "etcd", "redis-server"}, apiServer, etcd, srv.Pid())
+	calls := meterRedis(t, srv)
 	var children []*childproc.Process
 	for i, w := range workers {
 		children = append(children, childproc.Start(t, childEnv, fmt.Sprintf("%s-%d", user, i),
@@ -357,7 +358,7 @@ func seatsChildren(t *testing.T, name string, srv *redistest.Server, owner, user
 		total.sent += s.sent
 		total.throttled += s.throttled
 	}
-	t.Logf("%s: CPU used meanwhile by %s", name, cpu.report(t))
+	t.Logf("%s: CPU used meanwhile by %s; Redis ran %s", name, cpu.report(t), calls.report(t, total.sent))
 	return total
 }
 
