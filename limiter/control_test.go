@@ -354,6 +354,21 @@ func TestControlAgainstARejectingLevel(t *testing.T) {
 	assert.LessOrEqual(t, rejected, 10, "a throttle in slow start, a quick probe, then a probe every 60s, 2m, 4m, 8m")
 }
 
+// The cost of learning the level, in the first seconds: one throttle in
+// slow start and one at the quick probe, each a second of cooldown for the
+// whole budget, and nothing else lost.
+func TestControlLearnsARejectingLevelForTwoCooldowns(t *testing.T) {
+	for _, run := range []time.Duration{15 * time.Second, 30 * time.Second} {
+		c := newControl(Concurrency{Adaptive: true}, t0)
+		served, rejected := simulateLevel(&c, run, func(time.Duration) int { return 3 })
+		best := int(run / simService * 3)
+		t.Logf("%v: served %d of %d (%.1f%%), %d throttles, limit %d", run, served, best, 100*float64(served)/float64(best), rejected, c.seats())
+		assert.Equal(t, 2, rejected, "%v: a throttle in slow start and one at the quick probe", run)
+		lost := 2 * time.Second / simService * 3 // two cooldowns of a second at 3 seats
+		assert.GreaterOrEqual(t, served, best-int(lost)-int(10*time.Millisecond/simService*3), "%v: no more lost than the cooldowns, within 10ms at 3 seats", run)
+	}
+}
+
 // A level whose seats fall (another client takes one) draws throttles at
 // the seats that held: the second within the probe interval lowers them,
 // and the limit follows the level down.
