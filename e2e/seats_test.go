@@ -414,9 +414,9 @@ func TestSeatsSharedThroughRedis(t *testing.T) {
 	// Not always the 80% aimed at. The first burst draws 1-3 429s before
 	// the processes agree on a limit (a second of cooldown each), the
 	// shared limit probes a fourth seat after 3s, and each seat serves
-	// less than in one process (two Redis scripts per request, on the API
-	// server's cores). Measured with the race detector on an idle
-	// machine: 47-81% of one process's best, 43-83% of two processes'.
+	// less than in one process (1.2 Redis functions per request, on the
+	// API server's cores). Measured on an idle machine: 47-81% of one
+	// process's best with the race detector, 64-77% without.
 	// The check guards against the collapse without a concurrency limit.
 	assert.GreaterOrEqual(t, float64(shared.served), float64(best.served)/4, "at least a quarter of what one worker per seat gets")
 	assert.LessOrEqual(t, shared.throttledShare(), 0.01, "at most 1%% of the requests sent draw a 429")
