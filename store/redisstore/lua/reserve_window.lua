@@ -36,16 +36,18 @@ local procs = here(false)
 -- entries in W, the ring and the held slots together than the limit,
 -- there is no L-th latest: only W's oldest is read, to drop the stale.
 local w, nw = none, call('ZCARD', W)
-if nw > 1 and nw + ring.n + held < limit then
-  local o = call('ZRANGE', W, 0, 1, 'WITHSCORES')
-  local oldest = tonum(o[2])
-  if oldest == 0 then oldest = tonum(o[4]) end
-  if oldest <= now - span then call('ZREMRANGEBYSCORE', W, '(0', num(now - span)) end
-elseif nw > 1 then
-  w = call('ZREVRANGE', W, 0, limit - 1, 'WITHSCORES')
-  local oldest = tonum(w[#w])
-  if oldest == 0 and #w >= 4 then oldest = tonum(w[#w - 2]) end
-  if #w == 2 * limit or (oldest > 0 and oldest <= now - span) then
+if nw > 1 then
+  local oldest, full
+  if nw + ring.n + held < limit then
+    local o = call('ZRANGE', W, 0, 1, 'WITHSCORES')
+    oldest = tonum(o[2])
+    if oldest == 0 then oldest = tonum(o[4]) end
+  else
+    w = call('ZREVRANGE', W, 0, limit - 1, 'WITHSCORES')
+    oldest, full = tonum(w[#w]), #w == 2 * limit
+    if oldest == 0 and #w >= 4 then oldest = tonum(w[#w - 2]) end
+  end
+  if full or (oldest > 0 and oldest <= now - span) then
     call('ZREMRANGEBYSCORE', W, '(0', num(now - span))
   end
 end
