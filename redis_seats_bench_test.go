@@ -1,9 +1,6 @@
 package k8sratelimit_test
 
 import (
-	"context"
-	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -50,9 +47,9 @@ func BenchmarkSeatsSharedThroughRedis(b *testing.B) {
 		}
 	}
 	ctx := b.Context()
-	rdb := srv.Client()
-	require.NoError(b, rdb.ConfigResetStat(ctx).Err())
-	cpu := redisCPU(b, ctx, srv)
+	require.NoError(b, srv.ResetStats(ctx))
+	cpu, err := srv.CPU(ctx)
+	require.NoError(b, err)
 	b.ResetTimer()
 	left := atomic.Int64{}
 	left.Store(int64(b.N))
@@ -68,35 +65,10 @@ func BenchmarkSeatsSharedThroughRedis(b *testing.B) {
 	}
 	wg.Wait()
 	b.StopTimer()
-	used := redisCPU(b, ctx, srv) - cpu
-	info, err := rdb.Info(ctx, "commandstats").Result()
+	after, err := srv.CPU(ctx)
 	require.NoError(b, err)
-	var calls, usec int64
-	for line := range strings.Lines(info) {
-		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_fcall:"); ok {
-			_, err := fmt.Sscanf(rest, "calls=%d,usec=%d,", &calls, &usec)
-			require.NoError(b, err, line)
-		}
-	}
+	calls, _, err := srv.FunctionCalls(ctx)
+	require.NoError(b, err)
 	b.ReportMetric(float64(calls)/float64(b.N), "functions/op")
-	b.ReportMetric(float64(used.Microseconds())/float64(b.N), "redis-cpu-µs/op")
-}
-
-// redisCPU returns the CPU time, user and system, srv has used.
-func redisCPU(b *testing.B, ctx context.Context, srv *redistest.Server) time.Duration {
-	b.Helper()
-	info, err := srv.Client().Info(ctx, "cpu").Result()
-	require.NoError(b, err)
-	var total float64
-	for line := range strings.Lines(info) {
-		for _, f := range []string{"used_cpu_user:", "used_cpu_sys:"} {
-			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), f); ok {
-				var x float64
-				_, err := fmt.Sscanf(rest, "%g", &x)
-				require.NoError(b, err, line)
-				total += x
-			}
-		}
-	}
-	return time.Duration(total * float64(time.Second))
+	b.ReportMetric(float64((after-cpu).Microseconds())/float64(b.N), "redis-cpu-µs/op")
 }

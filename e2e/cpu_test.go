@@ -75,12 +75,12 @@ func ownCPU() time.Duration {
 }
 
 // redisMeter counts the functions (FCALL) a redis-server runs between its
-// start and its report, from INFO commandstats, zeroed at the start.
+// start and its report, from its command statistics, zeroed at the start.
 type redisMeter struct{ srv *redistest.Server }
 
 func meterRedis(t *testing.T, srv *redistest.Server) redisMeter {
 	t.Helper()
-	require.NoError(t, srv.Client().ConfigResetStat(t.Context()).Err(), "CONFIG RESETSTAT")
+	require.NoError(t, srv.ResetStats(t.Context()))
 	return redisMeter{srv}
 }
 
@@ -88,14 +88,7 @@ func meterRedis(t *testing.T, srv *redistest.Server) redisMeter {
 // Redis took for each, as "1.23 functions per request (4,567), 89 µs each".
 func (m redisMeter) report(t *testing.T, sent int) string {
 	t.Helper()
-	info, err := m.srv.Client().Info(t.Context(), "commandstats").Result()
-	require.NoError(t, err, "INFO commandstats")
-	var calls, usec int64
-	for line := range strings.Lines(info) {
-		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_fcall:"); ok {
-			_, err := fmt.Sscanf(rest, "calls=%d,usec=%d,", &calls, &usec)
-			require.NoError(t, err, "INFO commandstats: %s", line)
-		}
-	}
-	return fmt.Sprintf("%.2f functions per request (%d), %d µs each", float64(calls)/float64(max(sent, 1)), calls, usec/max(calls, 1))
+	calls, took, err := m.srv.FunctionCalls(t.Context())
+	require.NoError(t, err)
+	return fmt.Sprintf("%.2f functions per request (%d), %d µs each", float64(calls)/float64(max(sent, 1)), calls, took.Microseconds()/max(calls, 1))
 }
