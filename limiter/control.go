@@ -35,7 +35,7 @@ import (
 //     with up to half as many seats again as the server has; those with
 //     which requests were served are a closer bound, and every probe
 //     above the server's seats costs the whole budget a Retry-After.
-//   - The ceiling rises after probeEvery without a throttle (quickProbe
+//   - The ceiling rises after probeEvery without a throttle (sooner
 //     until a rise has drawn one, below), by a step that doubles with
 //     every rise that held (quick probes go a seat at a time). A
 //     throttle within probeEvery of a
@@ -53,28 +53,35 @@ import (
 //   - Processes sharing the limit through a store share every cut and
 //     every rise of the ceiling, so that they grow together and their
 //     shares add up to the limit probed.
-//   - Until a rise draws a throttle, the ceiling rises quickProbe after a
-//     cut rather than probeEvery. The cuts before it rest on estimates
-//     that can lie below the server's seats: the requests the server ran,
-//     as the client counts them, miss those whose answers have arrived
-//     but whose seats the server has not yet freed, or those of another
-//     client whose seats it frees a moment later; processes sharing the
-//     limit first cut before they agree on one, each knowing only its own
-//     requests in flight, then on estimates of the others'. A ceiling
-//     left there would hold for probeEvery; one quick probe finds the
-//     seats from above, for one more Retry-After. The first cut of
-//     processes sharing the limit, before they agree, is its own ceiling:
-//     their guesses of each other's requests in flight run high.
+//   - Until a rise draws a throttle, the ceiling rises as soon as the
+//     limit has held at it for quickRounds round trips (quickProbe after a
+//     cut at the soonest) rather than after probeEvery. The cuts before it
+//     rest on estimates that can lie below the server's seats: the
+//     requests the server ran, as the client counts them, miss those
+//     whose answers have arrived but whose seats the server has not yet
+//     freed, or those of another client whose seats it frees a moment
+//     later; processes sharing the limit first cut before they agree on
+//     one, each knowing only its own requests in flight, then on
+//     estimates of the others'. A ceiling left there would hold for
+//     probeEvery; quick probes find the seats from above, for one more
+//     Retry-After whenever they come, so they come as soon as a few round
+//     trips at the ceiling have shown it holds (a ceiling above the
+//     server's seats draws a throttle in the first round trip that uses
+//     it in full). The first cut of processes sharing the limit, before
+//     they agree, is its own ceiling: their guesses of each other's
+//     requests in flight run high.
 //
 // With a priority level of three seats that rejects, the limit settles on
-// three after one throttle in slow start and one quick probe, and costs
+// three after one throttle in slow start and one quick probe, a few round
+// trips after the first throttle's cooldown, and costs
 // at most one more Retry-After every probeEvery, then every 2×, 4× … up to
 // maxProbeEvery.
 const (
 	cutFactor     = 0.75
 	slowStartGain = 0.5
 	minProbeEvery = 30 * time.Second
-	quickProbe    = 3 * time.Second
+	quickProbe    = time.Second
+	quickRounds   = 8
 	maxProbeEvery = 10 * time.Minute
 )
 
@@ -108,6 +115,11 @@ type control struct {
 	agreed bool
 	// probeFailed is set once a rise drew a throttle (see probeAfter).
 	probeFailed bool
+	// probeSeq, until a rise draws a throttle, is the request whose good
+	// answer lets the ceiling rise: the one seated quickRounds rounds of
+	// the ceiling after the first good answer at it since the last cut or
+	// rise (0: none yet).
+	probeSeq uint64
 	// held is the ceiling that held for probeEvery (0: none yet): the
 	// ceiling before the last rise, or the last rise's once it has held.
 	// No cut leaves the limit or the ceiling below it, unless throttles
@@ -168,7 +180,7 @@ func (c *control) good(seq uint64, peers int, now time.Time) (rise store.SeatCut
 	if c.limit <= c.ceiling {
 		return store.SeatCut{}, false
 	}
-	if c.ceiling < c.max && !now.Before(c.raiseAt) {
+	if c.ceiling < c.max && !now.Before(c.raiseAt) && c.probeDue(seq) {
 		c.raise(now)
 		raised = true
 	}
@@ -193,6 +205,24 @@ func (c *control) slowStart(seq uint64) {
 	}
 }
 
+// probeDue reports whether the ceiling, which the limit has reached, may
+// rise on the good answer to request seq: once probeEvery has passed, or,
+// until a rise has drawn a throttle, once the limit has held at the
+// ceiling for quickRounds round trips.
+// A ceiling above the server's seats draws a throttle in the first round
+// trip that uses it in full; waiting longer learns nothing more, and
+// leaves the limit below the seats the quick probe is looking for.
+func (c *control) probeDue(seq uint64) bool {
+	if c.probeFailed {
+		return true
+	}
+	if c.probeSeq == 0 {
+		c.probeSeq = c.seq + uint64(quickRounds*math.Ceil(c.ceiling))
+		return false
+	}
+	return seq >= c.probeSeq
+}
+
 // raise lifts the ceiling by the step: a probe above the seats that last
 // drew a throttle.
 func (c *control) raise(now time.Time) {
@@ -210,7 +240,11 @@ func (c *control) raise(now time.Time) {
 	c.held = c.ceiling
 	c.ceiling = min(c.ceiling+c.step, c.max)
 	c.raised = now
-	c.raiseAt = now.Add(c.probeAfter())
+	c.raiseAt = now.Add(c.probeEvery)
+	c.probeSeq = 0
+	if !c.probeFailed {
+		c.raiseAt = now // quickRounds decide (see probeDue)
+	}
 }
 
 // throttled cuts the limit after a throttling answer to request seq, sent
@@ -277,6 +311,7 @@ func (c *control) throttled(seq uint64, peers, running, processes int, now time.
 		c.raised = now
 	}
 	c.raiseAt = now.Add(c.probeAfter())
+	c.probeSeq = 0
 	return store.SeatCut{Limit: int(c.limit), Ceiling: int(c.ceiling), ProbeAfter: c.raiseAt.Sub(now)}, true
 }
 
@@ -299,8 +334,11 @@ func (c *control) forgive(now time.Time, drew bool) {
 	c.heldThrottled = now
 }
 
-// probeAfter returns how long after a cut or a rise the ceiling may rise
-// next: probeEvery, or quickProbe until a rise has drawn a throttle.
+// probeAfter returns how long after a cut the ceiling may rise next:
+// probeEvery, or, until a rise has drawn a throttle, quickProbe, APF's
+// shortest Retry-After. Nothing is sent during the cut's cooldown, so no
+// rise can come sooner (see probeDue); a rise another process shares
+// within it was made before the cut (see adoptRise).
 func (c *control) probeAfter() time.Duration {
 	if !c.probeFailed {
 		return min(quickProbe, c.probeEvery)
@@ -350,6 +388,17 @@ func (c *control) adopt(cut store.SeatCut, processes int, now time.Time) {
 	c.raised = time.Time{}
 	c.probeEvery = min(max(cut.ProbeAfter, minProbeEvery), maxProbeEvery)
 	c.raiseAt = now.Add(cut.ProbeAfter)
+	c.probeSeq = 0
+	c.adoptProbeFailed(cut)
+}
+
+// adoptProbeFailed learns from another process's cut or rise whether a
+// rise has drawn a throttle: its next probe is then probeEvery after it,
+// never sooner (quick probes come after quickProbe at most).
+func (c *control) adoptProbeFailed(cut store.SeatCut) {
+	if cut.ProbeAfter >= minProbeEvery {
+		c.probeFailed = true
+	}
 }
 
 // adoptRise applies a rise of the ceiling another process sharing the
@@ -367,4 +416,6 @@ func (c *control) adoptRise(rise store.SeatCut, now time.Time) {
 	}
 	c.raised = now
 	c.raiseAt = now.Add(rise.ProbeAfter)
+	c.probeSeq = 0
+	c.adoptProbeFailed(rise)
 }
