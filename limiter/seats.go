@@ -92,6 +92,7 @@ type seat struct {
 	s      *seats
 	seq    uint64    // the order of taking, to cut once per burst of throttles
 	peers  int       // requests in flight when it was sent, itself included; 0: not sent
+	own    int       // this process's among them
 	others int       // other processes' requests in flight then, at their shares
 	since  time.Time // when it was taken
 }
@@ -197,7 +198,7 @@ func (st *seat) unsend() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.unsendLocked(st.seq)
-	st.peers, st.others = 0, 0
+	st.peers, st.own, st.others = 0, 0, 0
 }
 
 // requeue gives back the seat st, unsent, and queues a waiter for the
@@ -224,7 +225,7 @@ func (st *seat) sendLocked() {
 	if !s.ctl.agreed && n > 1 {
 		others = max(others, inFlight*(n-1))
 	}
-	st.peers = inFlight + others
+	st.peers, st.own = inFlight+others, inFlight
 }
 
 // unsendLocked forgets the send of the request with sequence number seq,
@@ -342,13 +343,19 @@ func (s *seats) freeSeat(st seat, o outcome, now time.Time) (cut store.SeatCut, 
 		// The requests sent before it and still unanswered are those the
 		// server was running when it refused it: a refusal comes back at
 		// once, a served request takes its time. Other processes sharing
-		// the limit are taken to have had their shares running: before
-		// they agree on a limit they may have had more, and the cut then
-		// lies below the server's seats until the quick probe (see
-		// control), which costs less than a throttle more for everyone.
+		// the limit are taken to have had their shares running.
 		_, processes := s.shareLocked()
-		running := older + st.others
-		cut, cutOK = s.ctl.throttled(st.seq, st.peers, running, processes, now)
+		peers, running := st.peers, older+st.others
+		if !s.ctl.agreed && processes > 1 {
+			// Before they agree on a limit, each has grown its own, and
+			// their shares of this one's tell nothing: the cut rests on
+			// this process's requests alone. It lies below the server's
+			// seats, which quick probes find a few round trips after the
+			// cooldown (see control); a cut above them would cost every
+			// process another Retry-After.
+			peers, running = st.own, older
+		}
+		cut, cutOK = s.ctl.throttled(st.seq, peers, running, processes, now)
 	}
 	return cut, cutOK, s.grantLocked(now)
 }

@@ -80,11 +80,12 @@ func TestSharedThrottleCutsToTheRequestsRunningOnceTheProcessesAgree(t *testing.
 	assert.Equal(t, 2, int(s.ctl.ceiling))
 }
 
-// Before the processes agree on a limit, a throttle still cuts to the
-// requests running as far as this process can tell, the others at their
-// shares: lower than the server's seats at worst, which the quick probe
-// mends, rather than a ceiling the others' slow start inflated.
-func TestSharedThrottleBeforeTheProcessesAgreeCutsToTheOthersShares(t *testing.T) {
+// Before the processes agree on a limit, each has grown its own, and its
+// guess of the others' requests in flight tells nothing: a throttle cuts
+// to this process's requests alone, below the server's seats at worst,
+// which quick probes mend a few round trips after the cooldown, rather
+// than above them, which costs every process another Retry-After.
+func TestSharedThrottleBeforeTheProcessesAgreeCutsToItsOwnRequests(t *testing.T) {
 	now := time.Unix(0, 0)
 	s := &seats{ctl: newControl(Concurrency{Adaptive: true}, now), clock: clocktesting.NewFakePassiveClock(now), shared: halves{}}
 	s.ctl.limit = 6 // this process's share: 3, the other's 3
@@ -92,8 +93,8 @@ func TestSharedThrottleBeforeTheProcessesAgreeCutsToTheOthersShares(t *testing.T
 	sent[0].free(outcomeGood)
 	sent[1].free(outcomeGood)
 	sent[2].free(outcomeThrottled)
-	assert.Equal(t, 3, s.ctl.seats(), "none of this process's sent before it unanswered, and the other's 3")
-	assert.Equal(t, 3, int(s.ctl.ceiling))
+	assert.Equal(t, 2, s.ctl.seats(), "3 of this process's in flight, × 3/4; not 5 with the other's guessed 3")
+	assert.Equal(t, 2, int(s.ctl.ceiling))
 }
 
 // sendSeats takes n seats of s, each free, and sends their requests.
