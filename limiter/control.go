@@ -54,8 +54,8 @@ import (
 //     every rise of the ceiling, so that they grow together and their
 //     shares add up to the limit probed.
 //   - Until a rise draws a throttle, the ceiling rises as soon as the
-//     limit has held at it for quickRounds round trips (quickProbe after a
-//     cut at the soonest) rather than after probeEvery. The cuts before it
+//     limit has held at it for quickRounds round trips and quickProbe
+//     (see probeDue) rather than after probeEvery. The cuts before it
 //     rest on estimates that can lie below the server's seats: the
 //     requests the server ran, as the client counts them, miss those
 //     whose answers have arrived but whose seats the server has not yet
@@ -64,16 +64,15 @@ import (
 //     one, each knowing only its own requests in flight, then on
 //     estimates of the others'. A ceiling left there would hold for
 //     probeEvery; quick probes find the seats from above, for one more
-//     Retry-After whenever they come, so they come as soon as a few round
-//     trips at the ceiling have shown it holds (a ceiling above the
-//     server's seats draws a throttle in the first round trip that uses
-//     it in full). The first cut of processes sharing the limit, before
-//     they agree, is its own ceiling: their guesses of each other's
-//     requests in flight run high.
+//     Retry-After whenever they come, so they come as soon as the ceiling
+//     has shown it holds and that the demand for more seats lasts. The
+//     first cut of processes sharing the limit, before they agree, is its
+//     own ceiling: their guesses of each other's requests in flight run
+//     high.
 //
 // With a priority level of three seats that rejects, the limit settles on
-// three after one throttle in slow start and one quick probe, a few round
-// trips after the first throttle's cooldown, and costs
+// three after one throttle in slow start and one quick probe, a second
+// after the first throttle's cooldown, and costs
 // at most one more Retry-After every probeEvery, then every 2×, 4× … up to
 // maxProbeEvery.
 const (
@@ -118,8 +117,9 @@ type control struct {
 	// probeSeq, until a rise draws a throttle, is the request whose good
 	// answer lets the ceiling rise: the one seated quickRounds rounds of
 	// the ceiling after the first good answer at it since the last cut or
-	// rise (0: none yet).
-	probeSeq uint64
+	// rise (0: none yet), which came at probeFrom.
+	probeSeq  uint64
+	probeFrom time.Time
 	// held is the ceiling that held for probeEvery (0: none yet): the
 	// ceiling before the last rise, or the last rise's once it has held.
 	// No cut leaves the limit or the ceiling below it, unless throttles
@@ -180,7 +180,7 @@ func (c *control) good(seq uint64, peers int, now time.Time) (rise store.SeatCut
 	if c.limit <= c.ceiling {
 		return store.SeatCut{}, false
 	}
-	if c.ceiling < c.max && !now.Before(c.raiseAt) && c.probeDue(seq) {
+	if c.ceiling < c.max && !now.Before(c.raiseAt) && c.probeDue(seq, now) {
 		c.raise(now)
 		raised = true
 	}
@@ -206,21 +206,24 @@ func (c *control) slowStart(seq uint64) {
 }
 
 // probeDue reports whether the ceiling, which the limit has reached, may
-// rise on the good answer to request seq: once probeEvery has passed, or,
-// until a rise has drawn a throttle, once the limit has held at the
-// ceiling for quickRounds round trips.
-// A ceiling above the server's seats draws a throttle in the first round
-// trip that uses it in full; waiting longer learns nothing more, and
-// leaves the limit below the seats the quick probe is looking for.
-func (c *control) probeDue(seq uint64) bool {
+// rise on the good answer to request seq at now: once probeEvery has
+// passed, or, until a rise has drawn a throttle, once the limit has held
+// at the ceiling for quickRounds round trips and for quickProbe. A
+// ceiling above the server's seats draws a throttle in the first round
+// trip that uses it in full, so the rounds are evidence enough; but a
+// probe past the seats costs the whole budget a Retry-After, and demand
+// that has not kept the ceiling in use for as long (a burst that the
+// rate budget ends) would not repay it.
+func (c *control) probeDue(seq uint64, now time.Time) bool {
 	if c.probeFailed {
 		return true
 	}
 	if c.probeSeq == 0 {
 		c.probeSeq = c.seq + uint64(quickRounds*math.Ceil(c.ceiling))
+		c.probeFrom = now
 		return false
 	}
-	return seq >= c.probeSeq
+	return seq >= c.probeSeq && now.Sub(c.probeFrom) >= quickProbe
 }
 
 // raise lifts the ceiling by the step: a probe above the seats that last

@@ -74,8 +74,9 @@ func TestControlStaysBelowTheLastThrottleUntilItProbes(t *testing.T) {
 	grow(t0, t0.Add(quickProbe))
 	assert.Equal(t, 3, c.seats(), "no growth to the seats that drew the throttle before quickProbe")
 	now := t0.Add(quickProbe)
-	answerWell(&c, now, quickRounds*3)
-	assert.Equal(t, 3, c.seats(), "nor before the ceiling has held for quickRounds round trips")
+	answerWell(&c, now, quickRounds*3+3)
+	assert.Equal(t, 3, c.seats(), "nor before the limit has held at the ceiling for quickProbe, however many round trips")
+	now = now.Add(quickProbe)
 	answerWell(&c, now, 3) // the ceiling rises, and the limit grows to it
 	assert.Equal(t, 4, c.seats(), "then one more seat is tried")
 
@@ -98,8 +99,7 @@ func TestControlProbeThatDrewAThrottleGoesBackToTheCeilingThatHeld(t *testing.T)
 	c.throttled(c.seated(), 4, 3, 1, t0)
 	require.Equal(t, 3, c.seats())
 
-	now := t0.Add(minProbeEvery)
-	answerWell(&c, now, quickRounds*3+3)
+	now := probeQuickly(&c, t0.Add(minProbeEvery))
 	require.Equal(t, 4, c.seats(), "the probe")
 	c.throttled(c.seated(), 4, 2, 1, now.Add(time.Second))
 	assert.Equal(t, 3, c.seats(), "2 seemed running, but 3 held for probeEvery")
@@ -120,8 +120,7 @@ func TestControlForgivesAThrottleAtTheSeatsThatHeldOncePerProbeEvery(t *testing.
 	c := newControl(Concurrency{Adaptive: true}, t0)
 	c.limit = 4
 	c.throttled(c.seated(), 4, 3, 1, t0)
-	now := t0.Add(quickProbe)
-	answerWell(&c, now, quickRounds*3+3)
+	now := probeQuickly(&c, t0.Add(quickProbe))
 	require.Equal(t, 4, c.seats(), "the probe")
 	now = now.Add(c.probeEvery)
 	c.throttled(c.seated(), 4, 3, 1, now)
@@ -144,12 +143,13 @@ func TestControlBisectsARiseOfSeveralSeatsThatDrewAThrottle(t *testing.T) {
 	c.throttled(c.seated(), 3, 0, 1, t0)
 	require.Equal(t, 2, int(c.ceiling))
 	rise := func(at time.Time) { answerWell(&c, at, 20) }
-	rise(t0.Add(quickProbe))
+	now := probeQuickly(&c, t0.Add(quickProbe))
 	require.Equal(t, 3, c.seats(), "the quick probe")
-	c.throttled(c.seated(), 3, 2, 1, t0.Add(quickProbe+time.Second))
+	now = now.Add(time.Second)
+	c.throttled(c.seated(), 3, 2, 1, now)
 	require.Equal(t, 2, c.seats(), "drew a throttle")
 
-	now := t0.Add(quickProbe + time.Second + c.probeEvery)
+	now = now.Add(c.probeEvery)
 	rise(now)
 	require.Equal(t, 3, c.seats(), "a probe, by one seat")
 	now = now.Add(c.probeEvery)
@@ -174,10 +174,23 @@ func TestControlQuickProbesGoASeatAtATime(t *testing.T) {
 	c.limit = 2
 	c.throttled(c.seated(), 2, 0, 1, t0)
 	require.Equal(t, 1, int(c.ceiling))
+	now := t0.Add(quickProbe)
 	for i := 1; i <= 3; i++ {
-		answerWell(&c, t0.Add(time.Duration(i)*quickProbe), 20)
+		now = probeQuickly(&c, now)
 		assert.Equal(t, 1+i, c.seats(), "quick probe %d", i)
 	}
+}
+
+// probeQuickly gives c good answers, to requests sent with the limit in
+// use, until a quick probe is due and made: quickRounds rounds of the
+// ceiling at from, then, quickProbe later, enough for the ceiling to
+// rise and the limit to grow to it. It returns when the probe was made.
+func probeQuickly(c *control, from time.Time) time.Time {
+	ceiling := int(c.ceiling)
+	answerWell(c, from, (quickRounds+1)*ceiling+1)
+	at := from.Add(quickProbe)
+	answerWell(c, at, ceiling+2)
+	return at
 }
 
 // answerWell gives c n good answers at now, to requests sent with the
@@ -263,13 +276,15 @@ func TestControlProbesSoonUntilARiseDrawsAThrottle(t *testing.T) {
 	assert.Equal(t, store.SeatCut{Limit: 2, Ceiling: 2, ProbeAfter: quickProbe}, cut, "other processes learn when to probe")
 
 	now := t0.Add(quickProbe)
-	var rise store.SeatCut
+	rise, _ := c.good(c.seated(), 2, now) // the limit holds at the ceiling from now
+	require.False(t, rise.Rise)
+	now = now.Add(quickProbe)
 	answers := 0
 	for ; answers < 100 && !rise.Rise; answers++ {
 		rise, _ = c.good(c.seated(), 2, now)
 	}
-	require.True(t, rise.Rise, "the ceiling rises after quickProbe")
-	assert.Equal(t, quickRounds*2+1, answers, "once the ceiling has held for quickRounds round trips")
+	require.True(t, rise.Rise, "the ceiling rises once the limit has held at it for quickProbe")
+	assert.Equal(t, quickRounds*2, answers, "and for quickRounds round trips")
 	assert.Equal(t, 3, rise.Ceiling)
 	assert.Zero(t, rise.ProbeAfter, "the rise held nothing yet: the next comes as soon as the rounds have passed")
 
@@ -288,7 +303,7 @@ func TestControlFirstSharedCutLeavesNoRoomAboveIt(t *testing.T) {
 	assert.Equal(t, store.SeatCut{Limit: 3, Ceiling: 3, ProbeAfter: quickProbe}, cut, "not 5, one below the 6 guessed in flight")
 	answerWell(&c, t0.Add(quickProbe/2), 20)
 	assert.Equal(t, 3, c.seats())
-	answerWell(&c, t0.Add(quickProbe), 30)
+	probeQuickly(&c, t0.Add(quickProbe))
 	assert.Equal(t, 4, c.seats(), "the quick probe")
 
 	alone := newControl(Concurrency{Adaptive: true}, t0)
@@ -388,10 +403,11 @@ func TestControlLearnsARejectingLevelForTwoCooldowns(t *testing.T) {
 // A cut can land below the level's seats: the requests the server ran,
 // as the client counts them, miss those whose answers have arrived but
 // whose seats the server has not yet freed. Quick probes find the seats
-// a few round trips apart, once the cut's cooldown is over (here, the
-// simulation starts after it): one throttle more, at the seat past them,
-// and nothing else lost but the time at one seat until quickProbe.
-func TestControlQuickProbesFindTheSeatsRoundTripsApart(t *testing.T) {
+// a seat at a time, once the cut's cooldown is over (here, the
+// simulation starts after it) and the limit has held each ceiling for
+// quickProbe: one throttle more, at the seat past them, and nothing else
+// lost but the seats idle meanwhile.
+func TestControlQuickProbesFindTheSeatsFromALowCut(t *testing.T) {
 	const run = 15 * time.Second
 	c := newControl(Concurrency{Adaptive: true}, t0)
 	c.limit = 4
@@ -402,8 +418,10 @@ func TestControlQuickProbesFindTheSeatsRoundTripsApart(t *testing.T) {
 	t.Logf("served %d of %d (%.1f%%), %d throttles, limit %d", served, best, 100*float64(served)/float64(best), rejected, c.seats())
 	assert.Equal(t, 3, c.seats(), "the limit settles on the level's seats")
 	assert.Equal(t, 1, rejected, "one throttle, at the fourth seat")
-	lost := quickProbe/simService*2 + time.Second/simService*3 // two seats idle until quickProbe, a cooldown at 3
-	assert.GreaterOrEqual(t, served, best-int(lost)-int(50*time.Millisecond/simService*3), "no more lost than that, within 50ms at 3 seats")
+	// Two seats idle until the first probe (the cut's quickProbe, then
+	// the hold's), one until the second, and a cooldown of a second at 3.
+	idle := (4*quickProbe + quickProbe + 3*time.Second) / simService
+	assert.GreaterOrEqual(t, served, best-int(idle)-int(50*time.Millisecond/simService*3), "no more lost than that, within 50ms at 3 seats")
 }
 
 // A level whose seats fall (another client takes one) draws throttles at
