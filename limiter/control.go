@@ -246,7 +246,7 @@ func (c *control) raise(now time.Time) {
 	c.raiseAt = now.Add(c.probeEvery)
 	c.probeSeq = 0
 	if !c.probeFailed {
-		c.raiseAt = now // quickRounds decide (see probeDue)
+		c.raiseAt = now // probeDue decides when
 	}
 }
 

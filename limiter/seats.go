@@ -350,9 +350,9 @@ func (s *seats) freeSeat(st seat, o outcome, now time.Time) (cut store.SeatCut, 
 			// Before they agree on a limit, each has grown its own, and
 			// their shares of this one's tell nothing: the cut rests on
 			// this process's requests alone. It lies below the server's
-			// seats, which quick probes find a few round trips after the
-			// cooldown (see control); a cut above them would cost every
-			// process another Retry-After.
+			// seats, which quick probes find a second after the cooldown
+			// (see control); a cut above them would cost every process
+			// another Retry-After.
 			peers, running = st.own, older
 		}
 		cut, cutOK = s.ctl.throttled(st.seq, peers, running, processes, now)

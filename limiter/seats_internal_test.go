@@ -83,8 +83,8 @@ func TestSharedThrottleCutsToTheRequestsRunningOnceTheProcessesAgree(t *testing.
 // Before the processes agree on a limit, each has grown its own, and its
 // guess of the others' requests in flight tells nothing: a throttle cuts
 // to this process's requests alone, below the server's seats at worst,
-// which quick probes mend a few round trips after the cooldown, rather
-// than above them, which costs every process another Retry-After.
+// which quick probes mend a second after the cooldown, rather than above
+// them, which costs every process another Retry-After.
 func TestSharedThrottleBeforeTheProcessesAgreeCutsToItsOwnRequests(t *testing.T) {
 	now := time.Unix(0, 0)
 	s := &seats{ctl: newControl(Concurrency{Adaptive: true}, now), clock: clocktesting.NewFakePassiveClock(now), shared: halves{}}
@@ -93,7 +93,7 @@ func TestSharedThrottleBeforeTheProcessesAgreeCutsToItsOwnRequests(t *testing.T)
 	sent[0].free(outcomeGood)
 	sent[1].free(outcomeGood)
 	sent[2].free(outcomeThrottled)
-	assert.Equal(t, 2, s.ctl.seats(), "3 of this process's in flight, × 3/4; not 5 with the other's guessed 3")
+	assert.Equal(t, 2, s.ctl.seats(), "3 of this process's in flight, × 3/4; not 3, with the other's share of 3 counted running")
 	assert.Equal(t, 2, int(s.ctl.ceiling))
 }
 
