@@ -396,9 +396,10 @@ func TestSeatsSharedThroughRedis(t *testing.T) {
 	// it starts).
 	baseline := newLoadClient(t, fmt.Sprintf("%d workers (one per seat), no limiter", seats), userSeatsRedis, seats, nil)
 	baseline.run(t, seatsRun/2)
+	halves := []int{seatsWorkers / 2, seatsWorkers / 2}
+	farAbove := []string{"KUBERNETES_RATELIMIT=" + strconv.Itoa(k8sratelimit.MaxWindowLimit), "KUBERNETES_RATELIMIT_TIMESPAN=second"}
 	shared := seatsChildren(t, fmt.Sprintf("2 processes × %d workers, rate far above, concurrency auto", seatsWorkers/2),
-		srv, "e2e-seats", userSeatsRedis, []int{seatsWorkers / 2, seatsWorkers / 2}, seatsRun,
-		"KUBERNETES_RATELIMIT="+strconv.Itoa(k8sratelimit.MaxWindowLimit), "KUBERNETES_RATELIMIT_TIMESPAN=second")
+		srv, "e2e-seats", userSeatsRedis, halves, seatsRun, farAbove...)
 	baseline.run(t, seatsRun/2)
 	best := baseline.total
 	// The same best split over two processes like the shared run's: what
@@ -409,11 +410,10 @@ func TestSeatsSharedThroughRedis(t *testing.T) {
 	// The shared run with the limit fixed at the level's seats: what the
 	// store's path costs per request, with nothing to learn.
 	fixed := seatsChildren(t, fmt.Sprintf("2 processes × %d workers, rate far above, concurrency %d fixed", seatsWorkers/2, seats),
-		srv, "e2e-seats-fixed", userSeatsRedis, []int{seatsWorkers / 2, seatsWorkers / 2}, seatsRun,
-		"KUBERNETES_RATELIMIT="+strconv.Itoa(k8sratelimit.MaxWindowLimit), "KUBERNETES_RATELIMIT_TIMESPAN=second",
-		"KUBERNETES_RATELIMIT_CONCURRENCY="+strconv.Itoa(seats))
+		srv, "e2e-seats-fixed", userSeatsRedis, halves, seatsRun,
+		slices.Concat(farAbove, []string{"KUBERNETES_RATELIMIT_CONCURRENCY=" + strconv.Itoa(seats)})...)
 	dflt := seatsChildren(t, fmt.Sprintf("2 processes × %d workers, default configuration", seatsWorkers/2),
-		srv, "e2e-seats-default", userSeatsRedisDflt, []int{seatsWorkers / 2, seatsWorkers / 2}, defaultRun)
+		srv, "e2e-seats-default", userSeatsRedisDflt, halves, defaultRun)
 	t.Logf("two processes sharing a budget through Redis, a level of %d seats that rejects:\n%s", seats, servedTable(best, bare, shared, fixed, dflt))
 	t.Logf("shared: %.0f%% of one process's best, %.0f%% of two processes' best; with the limit fixed at the seats, %.0f%% of two processes' best",
 		100*float64(shared.served)/float64(best.served), 100*float64(shared.served)/float64(bare.served), 100*float64(fixed.served)/float64(bare.served))
