@@ -33,8 +33,18 @@ type Budget struct {
 
 func newBudget(l *Engine, key, cluster string) *Budget {
 	b := &Budget{l: l, key: key, moved: make(chan struct{}), seats: newSeats(l.concurrency, key, l.store, l.clock)}
+	if b.seats != nil {
+		b.seats.slotFirst = l.slotFirst()
+	}
 	b.cluster.Store(&cluster)
 	return b
+}
+
+// slotFirst reports whether a request that finds no seat free reserves its
+// slot before it waits for one (see admitShared): with a store whose
+// decisions cost a round trip, and a window budget.
+func (l *Engine) slotFirst() bool {
+	return l.sender != nil && l.policy.Strategy != store.StrategyLinear
 }
 
 // SetCluster names the budget's cluster in errors, logs and metrics.
@@ -83,7 +93,7 @@ func (b *Budget) admit(ctx context.Context, stop <-chan struct{}, seated bool) (
 	w := b.limits(ctx)
 	var st seat
 	if seated && b.seats != nil {
-		if l.sender != nil && l.policy.Strategy != store.StrategyLinear {
+		if l.slotFirst() {
 			return b.admitShared(ctx, stop, w)
 		}
 		var ok bool

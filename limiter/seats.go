@@ -75,8 +75,16 @@ type seats struct {
 	// theirs together and this process holds its share of it.
 	key    string
 	shared store.SeatSharer // nil: the limit is this process's alone
+	// slotFirst is set when requests that find no seat reserve their slot
+	// first (see admitShared): the store then counts the processes sharing
+	// the limit before any of them takes a seat.
+	slotFirst bool
 
-	clock clock.PassiveClock // the limiter's
+	clock clock.Clock // the limiter's
+	// rechecking is set while a timer is to grant the waiters seats once
+	// this process's share of a shared limit, 0, has grown (see
+	// recheckLocked).
+	rechecking bool
 }
 
 // seatWaiter is a request waiting for a seat. ready is closed when the
@@ -97,7 +105,7 @@ type seat struct {
 	since  time.Time // when it was taken
 }
 
-func newSeats(c Concurrency, key string, st store.Store, clk clock.PassiveClock) *seats {
+func newSeats(c Concurrency, key string, st store.Store, clk clock.Clock) *seats {
 	if !c.enabled() {
 		return nil
 	}
@@ -115,13 +123,23 @@ func (s *seats) capLocked() int {
 
 // shareLocked returns the seats this process may hold, and the number of
 // processes that share the limit (1 when it is this process's alone).
-// s.mu must be held.
+// Until the store has counted the processes sharing it, others may hold
+// the whole limit: this process holds none when its first requests
+// reserve their slots first, which counts them, and one otherwise, the
+// request whose slot will. s.mu must be held.
 func (s *seats) shareLocked() (share, processes int) {
 	n := s.ctl.seats()
-	if s.shared != nil {
-		return s.shared.SeatShare(s.key, n)
+	if s.shared == nil {
+		return n, 1
 	}
-	return n, 1
+	share, processes = s.shared.SeatShare(s.key, n)
+	if processes == 0 {
+		share, processes = 1, 1
+		if s.slotFirst {
+			share = 0
+		}
+	}
+	return share, processes
 }
 
 // adopt applies another process's cut of the shared limit.
@@ -274,7 +292,8 @@ func (s *seats) leave(w *seatWaiter, e *list.Element, now time.Time) (seat, bool
 // grantLocked gives free seats to the waiters at the head of the queue,
 // and reports whether it gave any. s.mu must be held.
 func (s *seats) grantLocked(now time.Time) (granted bool) {
-	for s.inUse < s.capLocked() {
+	share := s.capLocked()
+	for s.inUse < share {
 		e := s.waiting.Front()
 		if e == nil {
 			return granted
@@ -285,7 +304,34 @@ func (s *seats) grantLocked(now time.Time) (granted bool) {
 		close(w.ready)
 		granted = true
 	}
+	if share == 0 && s.waiting.Len() > 0 {
+		s.recheckLocked()
+	}
 	return granted
+}
+
+// shareRecheck is how often waiters look again for seats while this
+// process's share of a shared limit is 0.
+const shareRecheck = 10 * time.Millisecond
+
+// recheckLocked grants the waiters seats once this process's share of a
+// shared limit has grown from 0: until the store has counted the
+// processes sharing the budget, and while this process joins others (see
+// store.SeatSharer). No seat of this process's is held meanwhile, so no
+// free would grant them. s.mu must be held.
+func (s *seats) recheckLocked() {
+	if s.rechecking {
+		return
+	}
+	s.rechecking = true
+	t := s.clock.NewTimer(shareRecheck)
+	go func() {
+		<-t.C()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.rechecking = false
+		s.grantLocked(s.clock.Now())
+	}()
 }
 
 // outcome is how a request that held a seat ended.

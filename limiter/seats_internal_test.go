@@ -1,9 +1,11 @@
 package limiter
 
 import (
-	"github.com/k8sratelimit/k8sratelimit/store"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/k8sratelimit/k8sratelimit/store"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -14,7 +16,7 @@ import (
 // seat given back in between: nobody would give it one later.
 func TestSeatFreedBeforeTheWaiterQueuesIsGrantedToIt(t *testing.T) {
 	now := time.Unix(0, 0)
-	s := &seats{ctl: newControl(Concurrency{Fixed: 1}, now), clock: clocktesting.NewFakePassiveClock(now)}
+	s := &seats{ctl: newControl(Concurrency{Fixed: 1}, now), clock: clocktesting.NewFakeClock(now)}
 	held, ok := s.tryTake(now)
 	require.True(t, ok)
 	_, ok = s.tryTake(now)
@@ -36,7 +38,7 @@ func TestSeatFreedBeforeTheWaiterQueuesIsGrantedToIt(t *testing.T) {
 // the closest bound on the server's seats.
 func TestThrottleCutsToTheRequestsSentBeforeItStillInFlight(t *testing.T) {
 	now := time.Unix(0, 0)
-	s := &seats{ctl: newControl(Concurrency{Adaptive: true}, now), clock: clocktesting.NewFakePassiveClock(now)}
+	s := &seats{ctl: newControl(Concurrency{Adaptive: true}, now), clock: clocktesting.NewFakeClock(now)}
 	s.ctl.limit = 8
 	sent := sendSeats(t, s, now, 6)
 	sent[0].free(outcomeGood) // answered before: not running any more
@@ -61,7 +63,7 @@ func (halves) ReportSeats(string, func() (limit int, inUse int)) {}
 // others' shares.
 func TestSharedThrottleCutsToTheRequestsRunningOnceTheProcessesAgree(t *testing.T) {
 	now := time.Unix(0, 0)
-	s := &seats{ctl: newControl(Concurrency{Adaptive: true}, now), clock: clocktesting.NewFakePassiveClock(now), shared: halves{}}
+	s := &seats{ctl: newControl(Concurrency{Adaptive: true}, now), clock: clocktesting.NewFakeClock(now), shared: halves{}}
 	s.ctl.limit = 6 // this process's share: 3
 
 	st, ok := s.tryTake(now)
@@ -87,7 +89,7 @@ func TestSharedThrottleCutsToTheRequestsRunningOnceTheProcessesAgree(t *testing.
 // them, which costs every process another Retry-After.
 func TestSharedThrottleBeforeTheProcessesAgreeCutsToItsOwnRequests(t *testing.T) {
 	now := time.Unix(0, 0)
-	s := &seats{ctl: newControl(Concurrency{Adaptive: true}, now), clock: clocktesting.NewFakePassiveClock(now), shared: halves{}}
+	s := &seats{ctl: newControl(Concurrency{Adaptive: true}, now), clock: clocktesting.NewFakeClock(now), shared: halves{}}
 	s.ctl.limit = 6 // this process's share: 3, the other's 3
 	sent := sendSeats(t, s, now, 3)
 	sent[0].free(outcomeGood)
@@ -116,7 +118,7 @@ func sendSeats(t *testing.T, s *seats, now time.Time, n int) []seat {
 // their seats back and wait first in line for the next.
 func TestSeatHoldersOverALimitCutSinceWaitForRoom(t *testing.T) {
 	now := time.Unix(0, 0)
-	s := &seats{ctl: newControl(Concurrency{Adaptive: true}, now), clock: clocktesting.NewFakePassiveClock(now)}
+	s := &seats{ctl: newControl(Concurrency{Adaptive: true}, now), clock: clocktesting.NewFakeClock(now)}
 	s.ctl.limit = 6
 	sent := sendSeats(t, s, now, 2)
 	var holders []seat // waiting for their slot, unsent
@@ -152,4 +154,48 @@ func TestSeatHoldersOverALimitCutSinceWaitForRoom(t *testing.T) {
 	}
 	assert.True(t, w.seat.trySend())
 	assert.Equal(t, 1, len(s.sentSeqs))
+}
+
+// counting is a store.SeatSharer that has not counted the processes
+// sharing the limit until its share is set.
+type counting struct{ share, processes atomic.Int64 }
+
+func (c *counting) SeatShare(string, int) (int, int) {
+	return int(c.share.Load()), int(c.processes.Load())
+}
+func (*counting) ShareCut(string, store.SeatCut)                    {}
+func (*counting) OnCut(string, func(store.SeatCut))                 {}
+func (*counting) ReportSeats(string, func() (limit int, inUse int)) {}
+
+// Until the store has counted the processes sharing a limit, another may
+// hold all of it: a process whose requests reserve their slots first
+// (which counts them) takes no seat, one whose requests take a seat
+// first takes one, for the request that counts them. While the share is
+// 0, waiters look again every shareRecheck: no seat of this process's is
+// held, and no free would grant them one.
+func TestNoSeatUntilTheProcessesSharingTheLimitAreCounted(t *testing.T) {
+	now := time.Unix(0, 0)
+	clk := clocktesting.NewFakeClock(now)
+	sh := &counting{}
+	s := &seats{ctl: newControl(Concurrency{Fixed: 4}, now), clock: clk, shared: sh, slotFirst: true}
+	_, ok := s.tryTake(now)
+	require.False(t, ok, "no seat before the processes are counted")
+	w, _ := s.enqueue(now)
+
+	sh.share.Store(2)
+	sh.processes.Store(2)
+	require.Eventually(t, clk.HasWaiters, 10*time.Second, time.Millisecond, "a recheck is due")
+	clk.Step(shareRecheck)
+	select {
+	case <-w.ready:
+		assert.True(t, w.granted, "granted at the recheck once the share has grown")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter was left waiting with its share free")
+	}
+
+	seatFirst := &seats{ctl: newControl(Concurrency{Fixed: 4}, now), clock: clk, shared: &counting{}}
+	_, ok = seatFirst.tryTake(now)
+	assert.True(t, ok, "one seat, for the request whose slot counts the processes")
+	_, ok = seatFirst.tryTake(now)
+	assert.False(t, ok, "only one")
 }

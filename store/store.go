@@ -155,8 +155,12 @@ type SeatSharer interface {
 	// SeatShare returns this process's share of limit, a budget's
 	// concurrency limit for all the processes sharing it: limit divided
 	// among the live processes last seen, the remainder going to the first
-	// of them by name, so that the shares add up to limit. At least 1.
-	// It also returns the number of those processes.
+	// of them by name, so that the shares add up to limit, each at least
+	// 1. It also returns the number of those processes: 0, with a share
+	// of 0, until the store has counted them (a reservation on the budget
+	// does). The share is 0 too for a moment after this process starts
+	// sharing a budget that others use, while they give up their seats
+	// over their new shares. The caller checks again a moment later.
 	SeatShare(key string, limit int) (share, processes int)
 	// ShareCut tells the other processes of a cut this one made. It
 	// returns at once; the message is sent in the background, at most

@@ -106,5 +106,20 @@ func PastFirstUse(s *Store) {
 	})
 }
 
+// JoinOver ends the wait of every budget s has joined others on (see
+// joinWait), as if it had passed.
+func JoinOver(s *Store) {
+	s.budgets.Range(func(_, v any) bool {
+		v.(*redisBudget).joinUntil.Store(0)
+		return true
+	})
+}
+
+// JoinWait is how long a newcomer to a budget others use takes no seat.
+const JoinWait = joinWait
+
+// ParseJoin is parseJoin.
+var ParseJoin = parseJoin
+
 // LibraryName is the name of the store's library of functions.
 var LibraryName = libraryName

@@ -11,7 +11,8 @@ import (
 
 // notifier delivers the messages of a budget's channel: "moved", which a
 // script publishes when it moves reservations that other processes may be
-// waiting on, and the cuts of its concurrency limit (see seats.go).
+// waiting on, the cuts of its concurrency limit, and the processes that
+// join it (see seats.go).
 type notifier struct {
 	once   sync.Once
 	pubsub *redis.PubSub
@@ -67,6 +68,12 @@ func (s *Store) deliver(ch <-chan *redis.Message) {
 		case m, ok := <-ch:
 			if !ok {
 				return
+			}
+			if proc, ok := parseJoin(m.Payload); ok {
+				if proc != s.proc {
+					s.recount(m.Channel)
+				}
+				continue
 			}
 			if cut, ok := s.parseCut(m.Payload); ok {
 				n.mu.Lock()

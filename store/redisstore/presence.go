@@ -17,16 +17,24 @@ func (s *Store) upkept(b *redisBudget, v any) {
 	if a, ok := v.([]any); ok && len(a) == 2 {
 		n, _ := a[0].(int64)
 		rank, _ := a[1].(int64)
-		b.counted(n, rank)
+		s.counted(b, n, rank)
 	}
 }
 
 // counted records the processes sharing the budget and this one's rank
-// among them, when a script counted them (n > 0).
-func (b *redisBudget) counted(n, rank int64) {
-	if n > 0 {
-		b.procs.Store(n)
-		b.rank.Store(min(max(rank, 0), n-1))
+// among them, when a script counted them (n > 0). The first count that
+// finds others starts this process's join (see joinWait).
+func (s *Store) counted(b *redisBudget, n, rank int64) {
+	if n <= 0 {
+		return
+	}
+	first := b.procs.Load() == 0
+	if first && n > 1 {
+		b.joinUntil.Store(s.localMicros() + micros(joinWait))
+	}
+	b.rank.Store(min(max(rank, 0), n-1))
+	if b.procs.Swap(n) == 0 && n > 1 {
+		s.joined(b)
 	}
 }
 

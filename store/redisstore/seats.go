@@ -15,18 +15,69 @@ var _ store.SeatSharer = (*Store)(nil)
 
 // SeatShare implements SeatSharer from the processes last counted sharing
 // the budget (every few seconds of use, and at every upkeep) and this
-// process's rank among them by name.
+// process's rank among them by name. Until a decision of this process's
+// on the budget has counted them, it returns 0 processes and no share.
+// When that count finds others, the share stays 0 for joinWait (see
+// joined). In an outage, a budget not counted yet is this process's
+// alone, as its rate budget is.
 func (s *Store) SeatShare(key string, limit int) (share, processes int) {
 	b, ok := s.existing(key)
-	if !ok {
-		return max(limit, 1), 1
+	if !ok || b.procs.Load() == 0 {
+		if s.down.Load() {
+			return max(limit, 1), 1
+		}
+		return 0, 0
 	}
-	n := int(max(b.procs.Load(), 1))
+	n := int(b.procs.Load())
+	if s.localMicros() < b.joinUntil.Load() {
+		return 0, n
+	}
 	share = limit / n
 	if int(b.rank.Load()) < limit%n {
 		share++
 	}
 	return max(share, 1), n
+}
+
+// A process that starts sharing a budget others already use takes no seat
+// of it for joinWait after its first decision found them, and tells them
+// on the budget's channel ("join:<process>"), so that they count the
+// processes again at their next decision rather than at their next
+// presence interval. Meanwhile their shares shrink and their requests in
+// flight over them end; without the wait the newcomer's first requests
+// would go over the limit the processes share, and on a level whose seats
+// they fill draw a throttle that stops them all for a Retry-After. A
+// request that takes longer than joinWait may still hold a seat over the
+// new share when the newcomer's first request leaves.
+const (
+	joinWait   = 100 * time.Millisecond
+	joinPrefix = "join:"
+)
+
+// joined tells the processes sharing b that this one has joined them.
+func (s *Store) joined(b *redisBudget) {
+	s.inBackground(func(ctx context.Context) error {
+		return s.client.Publish(ctx, b.keys[0], joinPrefix+s.proc).Err()
+	})
+}
+
+// parseJoin reads the message of a process that joined a budget: its
+// name, and whether msg is one. A process of an earlier version takes it
+// for "moved", and its waiters confirm their slots once more.
+func parseJoin(msg string) (proc string, ok bool) {
+	proc, ok = strings.CutPrefix(msg, joinPrefix)
+	return proc, ok && proc != ""
+}
+
+// recount makes the next decision on the budgets of channel count the
+// processes sharing them: another process has joined them.
+func (s *Store) recount(channel string) {
+	s.budgets.Range(func(_, v any) bool {
+		if b := v.(*redisBudget); b.keys[0] == channel {
+			b.lastHere.Store(math.MinInt64 / 2)
+		}
+		return true
+	})
 }
 
 // cutPrefix starts the message of a cut on a budget's channel:

@@ -30,6 +30,7 @@ func TestRedisSeatSharesAddUpToTheLimit(t *testing.T) {
 	}
 	for _, s := range stores {
 		require.NoError(t, redisstore.UpkeepNow(s))
+		redisstore.JoinOver(s)
 	}
 	for _, limit := range []int{1, 2, 3, 7, 100} {
 		sum := 0
@@ -43,8 +44,53 @@ func TestRedisSeatSharesAddUpToTheLimit(t *testing.T) {
 		assert.Equal(t, max(limit, 3), sum, "limit %d: the shares add up to the limit (each at least 1)", limit)
 	}
 	share, n := stores[0].SeatShare("k8s:seats:unknown", 5)
-	assert.Equal(t, []int{5, 1}, []int{share, n}, "a budget not counted yet is this process's alone")
+	assert.Equal(t, []int{0, 0}, []int{share, n}, "a budget not counted yet: no processes counted, no share")
 }
+
+// A process that starts sharing a budget others use takes no seat until
+// they have counted it and given up their seats over their new shares:
+// they learn of it at their next decision, however long since they last
+// counted the processes, and it waits joinWait.
+func TestRedisNewcomerTakesNoSeatUntilTheOthersHaveCountedIt(t *testing.T) {
+	srv := redistest.Start(t)
+	const key = "k8s:seats:api.example.com"
+	old, err := redisstore.NewFromURL(srv.URL(), redisstore.Options{Presence: time.Hour})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = old.Close() })
+	old.OnCut(key, func(store.SeatCut) {}) // as a limiter with seats does: it listens on the budget's channel
+	_, err = old.Reserve(t.Context(), key, outagePolicy, anyWait)
+	require.NoError(t, err)
+	assert.Equal(t, []int{3, 1}, pair(old.SeatShare(key, 3)), "alone")
+	redisstore.PastFirstUse(old) // it counts once an hour now
+
+	newcomer := newURLStore(t, srv, store.FailureLocal, nil)
+	assert.Equal(t, []int{0, 0}, pair(newcomer.SeatShare(key, 3)), "not counted yet")
+	_, err = newcomer.Reserve(t.Context(), key, outagePolicy, anyWait)
+	joined := time.Now()
+	require.NoError(t, err)
+	share, n := newcomer.SeatShare(key, 3)
+	assert.Equal(t, 2, n, "its first decision counted both")
+	assert.Zero(t, share, "no seat while the others give theirs up")
+
+	require.Eventually(t, func() bool {
+		_, err := old.Reserve(t.Context(), key, outagePolicy, anyWait)
+		require.NoError(t, err)
+		_, n := old.SeatShare(key, 3)
+		return n == 2
+	}, 10*time.Second, 5*time.Millisecond, "the others count the processes at their next decision once told of the newcomer")
+	require.Eventually(t, func() bool {
+		share, _ := newcomer.SeatShare(key, 3)
+		return share > 0
+	}, 10*time.Second, time.Millisecond)
+	assert.GreaterOrEqual(t, time.Since(joined), redisstore.JoinWait, "no seat for joinWait")
+	assert.Equal(t, 3, first(old.SeatShare(key, 3))+first(newcomer.SeatShare(key, 3)), "then the shares add up to the limit")
+}
+
+// pair returns the two numbers as a slice, to compare them at once.
+func pair(a, b int) []int { return []int{a, b} }
+
+// first returns the first of two numbers.
+func first(a, _ int) int { return a }
 
 func TestRedisCutsReachTheOtherProcesses(t *testing.T) {
 	srv := redistest.Start(t)
@@ -146,6 +192,7 @@ func TestProcessesSharingABudgetHoldNoMoreSeatsThanTheLimit(t *testing.T) {
 	}
 	for _, s := range stores {
 		require.NoError(t, redisstore.UpkeepNow(s))
+		redisstore.JoinOver(s) // the steady state: the second has joined the first
 	}
 	shareA, _ := stores[0].SeatShare(key, 3)
 	shareB, _ := stores[1].SeatShare(key, 3)
@@ -200,7 +247,8 @@ func TestAThrottleInOneProcessCutsTheOthersLimit(t *testing.T) {
 }
 
 // Every message on a budget's channel is read without failing: another
-// process's cut or rise as it was shared, anything else ignored.
+// process's cut or rise as it was shared, or its joining the budget,
+// anything else ignored.
 func FuzzParseCut(f *testing.F) {
 	s := redisstore.New(redistest.Start(f).Client(), redisstore.Options{})
 	f.Cleanup(func() { _ = s.Close() })
@@ -211,7 +259,14 @@ func FuzzParseCut(f *testing.F) {
 	} {
 		f.Add(seed)
 	}
+	f.Add("join:other")
 	f.Fuzz(func(t *testing.T, msg string) {
+		if proc, ok := redisstore.ParseJoin(msg); ok {
+			assert.NotEmpty(t, proc)
+			assert.Equal(t, msg, "join:"+proc, "a join names the process that joined")
+			_, isCut := redisstore.ParseCut(s, msg)
+			assert.False(t, isCut, "a join is no cut")
+		}
 		c, ok := redisstore.ParseCut(s, msg)
 		if !ok {
 			return

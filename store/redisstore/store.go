@@ -195,8 +195,11 @@ type redisBudget struct {
 	keys    []string
 	keyArgs []any // keys as arguments, made once
 
-	procs atomic.Int64 // processes last seen sharing it
+	procs atomic.Int64 // processes last seen sharing it; 0 until counted
 	rank  atomic.Int64 // this process's place among them, by name
+	// joinUntil is the localMicros until which this process takes no
+	// seat, having joined others (see joinWait).
+	joinUntil atomic.Int64
 
 	sends  sendLog      // this process's sends in the last timespan
 	seeded atomic.Int64 // the outage whose local budget was seeded with them
@@ -226,7 +229,6 @@ func (s *Store) budget(key string) *redisBudget {
 	for i, k := range b.keys {
 		b.keyArgs[i] = k
 	}
-	b.procs.Store(1)
 	b.lastHere.Store(math.MinInt64 / 2)
 	b.born = s.localMicros()
 	v, _ := s.budgets.LoadOrStore(key, b)
@@ -499,7 +501,7 @@ func (s *Store) reserveReply(ctx context.Context, b *redisBudget, sc *script, ar
 		b.lastHere.Store(s.localMicros()) // the script refreshed the presence
 	}
 	if len(a) == 8 {
-		b.counted(n(6), n(7))
+		s.counted(b, n(6), n(7))
 	}
 	s.skew.Store(rep.now - s.localMicros())
 	return rep, nil
