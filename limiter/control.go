@@ -25,8 +25,10 @@ import (
 //     twice the server's seats and more. Until the first throttle.
 //   - A throttle cuts the limit to cutFactor of the seats that were in use
 //     when the throttled request was sent, or to the requests the server
-//     was running when it refused it if fewer — once per burst: answers to
-//     requests sent before the cut do not cut again, nor grow the limit.
+//     was running when it refused it if fewer, but not below the most of
+//     this process's requests in flight with which one was served since
+//     the last cut — once per burst: answers to requests sent before the
+//     cut do not cut again, nor grow the limit.
 //   - Then additive growth (+1 per limit's worth of good answers), but
 //     never above the ceiling: the seats that drew the throttle less one,
 //     or fewer, the most seats in use with which a request was served
@@ -102,6 +104,7 @@ type control struct {
 	cutSeq uint64 // seq at the last cut
 
 	servedPeak int // most seats in use of a request served since the last cut
+	servedOwn  int // most of this process's requests in flight of one served since the last cut
 
 	// Slow start's round: the limit grows no further than roundCap until
 	// the request seated roundEnd-th, the first once the limit reached it
@@ -189,6 +192,15 @@ func (c *control) good(seq uint64, peers int, now time.Time) (rise store.SeatCut
 		return store.SeatCut{}, false
 	}
 	return store.SeatCut{Limit: c.seats(), Ceiling: int(c.ceiling), ProbeAfter: c.raiseAt.Sub(now), Rise: true}, true
+}
+
+// servedWith records that request seq, sent with own of this process's
+// requests in flight, itself included, was served: the server had as many
+// seats then.
+func (c *control) servedWith(seq uint64, own int) {
+	if c.adaptive && seq > c.cutSeq {
+		c.servedOwn = max(c.servedOwn, own)
+	}
 }
 
 // slowStart grows the limit after a good answer to request seq, by half
@@ -282,6 +294,12 @@ func (c *control) throttled(seq uint64, peers, running, processes int, now time.
 		ceiling = min(ceiling, c.servedPeak)
 	}
 	if running > 0 {
+		// As the client counts them, but no fewer than the requests of
+		// this process's with which one was served since the last cut
+		// (fewer than this one's): the server runs a request a moment
+		// after its answer has arrived, and the seats it then holds are
+		// not counted.
+		running = max(running, min(c.servedOwn, peers-1))
 		c.limit = min(c.limit, float64(running))
 		ceiling = min(ceiling, running)
 	}
@@ -306,7 +324,7 @@ func (c *control) throttled(seq uint64, peers, running, processes int, now time.
 		ceiling = int(c.held + math.Floor((probed-c.held)/2))
 	}
 	c.ssthresh = c.limit
-	c.servedPeak = 0
+	c.servedPeak, c.servedOwn = 0, 0
 	c.ceiling = max(float64(ceiling), c.limit)
 	c.step = 1
 	c.raised = time.Time{}
@@ -368,7 +386,7 @@ func (c *control) adopt(cut store.SeatCut, processes int, now time.Time) {
 		return
 	}
 	c.cutSeq = c.seq
-	c.servedPeak = 0
+	c.servedPeak, c.servedOwn = 0, 0
 	if !c.raised.IsZero() && now.Sub(c.raised) >= c.probeEvery {
 		c.held = c.ceiling // the last rise held
 	}

@@ -219,6 +219,26 @@ func TestControlCeilingIsTheMostSeatsServedSinceTheLastCut(t *testing.T) {
 	assert.Equal(t, 2, int(c.ceiling), "a throttle with 3 seats in use bounds it below them, whatever was served with them")
 }
 
+// The requests the server was running when it refused one, as the client
+// counts them, miss those whose answers have arrived but whose seats the
+// server has not yet freed: a cut goes no lower than the most of this
+// process's requests in flight with which one was served since the last
+// cut.
+func TestControlCutsNoLowerThanTheRequestsOneWasServedWith(t *testing.T) {
+	c := newControl(Concurrency{Adaptive: true}, t0)
+	c.limit = 4
+	early := c.seated()
+	c.servedWith(early, 3)
+	c.good(early, 3, t0)
+	c.throttled(c.seated(), 4, 1, 1, t0) // one of the three seen running
+	assert.Equal(t, 3, c.seats(), "one was served with 3 in flight: the server had 3 seats")
+	assert.Equal(t, 3.0, c.ceiling)
+
+	c.servedWith(early, 3) // answered after the cut, sent before it
+	c.throttled(c.seated(), 3, 1, 1, t0)
+	assert.Equal(t, 1, c.seats(), "served before the last cut: no bound")
+}
+
 func TestControlCutsToTheRequestsTheServerWasRunning(t *testing.T) {
 	c := newControl(Concurrency{Adaptive: true}, t0)
 	c.limit = 10
