@@ -31,6 +31,15 @@ func (b *Budget) waitSeat(ctx context.Context, stop <-chan struct{}, w *waitLimi
 		cooldown = b.cooldownLeft(ctx)
 	}
 	if w.limit == 0 || cooldown > w.limit {
+		// A seat may have come free since the caller looked: with a
+		// shared store, a round trip ago, which may also have counted
+		// the processes sharing the limit, and so made this process's
+		// share.
+		if cooldown == 0 {
+			if st, ok := b.seats.tryTake(now); ok {
+				return st, nil
+			}
+		}
 		return seat{}, b.refuse(max(cooldown, b.seats.estimate()), *w)
 	}
 	if !l.addWaiter() {

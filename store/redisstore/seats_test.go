@@ -279,3 +279,25 @@ func FuzzParseCut(f *testing.F) {
 		assert.Equal(t, c, again, "shared again, it reads the same")
 	})
 }
+
+// A request that may not wait is admitted on a shared budget's first use:
+// its reservation counts the processes sharing the limit, and a seat of
+// this process's share is free then.
+func TestARequestThatMayNotWaitIsSeatedOnTheFirstUse(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newURLStore(t, srv, store.FailureLocal, nil)
+	never := time.Duration(0)
+	l := limiter.New(s, limiter.Options{
+		Policy:      store.Policy{Strategy: store.StrategyWindow, Limit: 10, Timespan: time.Second},
+		Concurrency: limiter.Concurrency{Fixed: 3},
+		MaxWait:     &never,
+	})
+	t.Cleanup(func() { l.Close() })
+	rt := l.Budget("k8s:seats:api.example.com", "test").Wrap(harness.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody, Request: req}, nil
+	}))
+	req, _ := http.NewRequest(http.MethodGet, "https://api.example.com/api/v1/pods", nil)
+	resp, err := rt.RoundTrip(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+}
