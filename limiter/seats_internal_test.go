@@ -5,11 +5,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/k8sratelimit/k8sratelimit/store"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/k8sratelimit/k8sratelimit/store"
 )
 
 // A request that finds no seat free and then queues must not wait for a

@@ -28,13 +28,13 @@ func (s *Store) counted(b *redisBudget, n, rank int64) {
 	if n <= 0 {
 		return
 	}
-	first := b.procs.Load() == 0
-	if first && n > 1 {
+	joining := n > 1 && b.procs.Load() == 0
+	if joining {
 		b.joinUntil.Store(s.localMicros() + micros(joinWait))
 	}
 	b.rank.Store(min(max(rank, 0), n-1))
-	if b.procs.Swap(n) == 0 && n > 1 {
-		s.joined(b)
+	if b.procs.Swap(n) == 0 && joining {
+		s.joined(b) // once, by the first count
 	}
 }
 
