@@ -426,8 +426,8 @@ func TestSeatsSharedThroughRedis(t *testing.T) {
 	// the seats serves, which itself serves 75-89% of two processes'
 	// best with no 429: the rest is the store's path (the limited
 	// processes' round trips to Redis and Redis's work, on the API
-	// server's cores). With the race detector, one run: 51%, 65% of the
-	// fixed limit's, which served 77%.
+	// server's cores). With the race detector, two runs: 51% and 53%,
+	// 65% and 81% of the fixed limit's, which served 77% and 66%.
 	// The checks guard against the collapse without a concurrency limit.
 	assert.GreaterOrEqual(t, float64(shared.served), float64(best.served)/4, "at least a quarter of what one worker per seat gets")
 	assert.LessOrEqual(t, shared.throttledShare(), 0.01, "at most 1%% of the requests sent draw a 429")
