@@ -164,14 +164,15 @@ func (c *control) seated() uint64 {
 }
 
 // good grows the limit after a good answer to request seq, sent with
-// peers seats in use, and reports the rise of the ceiling it made, if
-// any. A limit that is not used more than half does not grow: it would
-// only let a later burst overshoot.
-func (c *control) good(seq uint64, peers int, now time.Time) (rise store.SeatCut, raised bool) {
+// peers seats in use, own of them this process's, and reports the rise of
+// the ceiling it made, if any. A limit that is not used more than half
+// does not grow: it would only let a later burst overshoot.
+func (c *control) good(seq uint64, peers, own int, now time.Time) (rise store.SeatCut, raised bool) {
 	if !c.adaptive || seq <= c.cutSeq {
 		return store.SeatCut{}, false
 	}
 	c.servedPeak = max(c.servedPeak, peers)
+	c.servedOwn = max(c.servedOwn, own) // the server had as many seats then
 	if 2*peers <= c.seats() {
 		return store.SeatCut{}, false
 	}
@@ -192,15 +193,6 @@ func (c *control) good(seq uint64, peers int, now time.Time) (rise store.SeatCut
 		return store.SeatCut{}, false
 	}
 	return store.SeatCut{Limit: c.seats(), Ceiling: int(c.ceiling), ProbeAfter: c.raiseAt.Sub(now), Rise: true}, true
-}
-
-// servedWith records that request seq, sent with own of this process's
-// requests in flight, itself included, was served: the server had as many
-// seats then.
-func (c *control) servedWith(seq uint64, own int) {
-	if c.adaptive && seq > c.cutSeq {
-		c.servedOwn = max(c.servedOwn, own)
-	}
 }
 
 // slowStart grows the limit after a good answer to request seq, by half
@@ -255,11 +247,11 @@ func (c *control) raise(now time.Time) {
 	c.held = c.ceiling
 	c.ceiling = min(c.ceiling+c.step, c.max)
 	c.raised = now
-	c.raiseAt = now.Add(c.probeEvery)
-	c.probeSeq = 0
-	if !c.probeFailed {
-		c.raiseAt = now // probeDue decides when
+	c.raiseAt = now // until a rise draws a throttle, probeDue decides when
+	if c.probeFailed {
+		c.raiseAt = now.Add(c.probeEvery)
 	}
+	c.probeSeq = 0
 }
 
 // throttled cuts the limit after a throttling answer to request seq, sent

@@ -23,7 +23,7 @@ func TestControlSlowStartGrowsByHalfPerRoundTrip(t *testing.T) {
 			seqs[i] = c.seated()
 		}
 		for _, s := range seqs {
-			c.good(s, n, t0)
+			c.good(s, n, n, t0)
 		}
 		assert.Equal(t, n+n/2, c.seats(), "round %d", round)
 	}
@@ -41,7 +41,7 @@ func TestControlCutsOncePerBurst(t *testing.T) {
 	}
 	assert.Equal(t, 6, c.seats(), "five throttles of one burst cut once, to 3/4")
 	for _, s := range seqs[:3] {
-		c.good(s, 8, t0)
+		c.good(s, 8, 8, t0)
 	}
 	assert.Equal(t, 6, c.seats(), "answers to requests sent before the cut do not grow the limit")
 
@@ -67,7 +67,7 @@ func TestControlStaysBelowTheLastThrottleUntilItProbes(t *testing.T) {
 
 	grow := func(from, to time.Time) time.Time {
 		for now := from; now.Before(to); now = now.Add(10 * time.Millisecond) {
-			c.good(c.seated(), c.seats(), now)
+			c.good(c.seated(), c.seats(), c.seats(), now)
 		}
 		return to
 	}
@@ -197,7 +197,7 @@ func probeQuickly(c *control, from time.Time) time.Time {
 // limit in use.
 func answerWell(c *control, now time.Time, n int) {
 	for range n {
-		c.good(c.seated(), c.seats(), now)
+		c.good(c.seated(), c.seats(), c.seats(), now)
 	}
 }
 
@@ -205,13 +205,13 @@ func TestControlCeilingIsTheMostSeatsServedSinceTheLastCut(t *testing.T) {
 	c := newControl(Concurrency{Adaptive: true}, t0)
 	c.limit = 6
 	for peers := 1; peers <= 3; peers++ {
-		c.good(c.seated(), peers, t0)
+		c.good(c.seated(), peers, peers, t0)
 	}
 	c.throttled(c.seated(), 5, 0, 1, t0)
 	assert.Equal(t, 3, int(c.ceiling), "requests were served with 3 seats in use, one was throttled with 5")
 
 	for range 100 {
-		c.good(c.seated(), 3, t0.Add(quickProbe/2))
+		c.good(c.seated(), 3, 3, t0.Add(quickProbe/2))
 	}
 	assert.Equal(t, 3, c.seats(), "no growth to the 4 seats nothing was served with before the probe")
 
@@ -227,14 +227,13 @@ func TestControlCeilingIsTheMostSeatsServedSinceTheLastCut(t *testing.T) {
 func TestControlCutsNoLowerThanTheRequestsOneWasServedWith(t *testing.T) {
 	c := newControl(Concurrency{Adaptive: true}, t0)
 	c.limit = 4
-	early := c.seated()
-	c.servedWith(early, 3)
-	c.good(early, 3, t0)
+	early, late := c.seated(), c.seated()
+	c.good(early, 3, 3, t0)
 	c.throttled(c.seated(), 4, 1, 1, t0) // one of the three seen running
 	assert.Equal(t, 3, c.seats(), "one was served with 3 in flight: the server had 3 seats")
 	assert.Equal(t, 3.0, c.ceiling)
 
-	c.servedWith(early, 3) // answered after the cut, sent before it
+	c.good(late, 3, 3, t0) // answered after the cut, sent before it
 	c.throttled(c.seated(), 3, 1, 1, t0)
 	assert.Equal(t, 1, c.seats(), "served before the last cut: no bound")
 }
@@ -253,7 +252,7 @@ func TestControlCutsToTheRequestsTheServerWasRunning(t *testing.T) {
 func TestControlUnusedLimitDoesNotGrow(t *testing.T) {
 	c := newControl(Concurrency{Adaptive: true}, t0)
 	for range 100 {
-		c.good(c.seated(), 1, t0)
+		c.good(c.seated(), 1, 1, t0)
 	}
 	assert.Equal(t, 2, c.seats(), "one request at a time: the limit stays within twice the use")
 }
@@ -261,7 +260,7 @@ func TestControlUnusedLimitDoesNotGrow(t *testing.T) {
 func TestControlKeepsBetweenOneAndMax(t *testing.T) {
 	c := newControl(Concurrency{Adaptive: true, Max: 5}, t0)
 	for range 100 {
-		c.good(c.seated(), 5, t0)
+		c.good(c.seated(), 5, 5, t0)
 	}
 	assert.Equal(t, 5, c.seats())
 	for range 10 {
@@ -296,12 +295,12 @@ func TestControlProbesSoonUntilARiseDrawsAThrottle(t *testing.T) {
 	assert.Equal(t, store.SeatCut{Limit: 2, Ceiling: 2, ProbeAfter: quickProbe}, cut, "other processes learn when to probe")
 
 	now := t0.Add(quickProbe)
-	rise, _ := c.good(c.seated(), 2, now) // the limit holds at the ceiling from now
+	rise, _ := c.good(c.seated(), 2, 2, now) // the limit holds at the ceiling from now
 	require.False(t, rise.Rise)
 	now = now.Add(quickProbe)
 	answers := 0
 	for ; answers < 100 && !rise.Rise; answers++ {
-		rise, _ = c.good(c.seated(), 2, now)
+		rise, _ = c.good(c.seated(), 2, 2, now)
 	}
 	require.True(t, rise.Rise, "the ceiling rises once the limit has held at it for quickProbe")
 	assert.Equal(t, quickRounds*2, answers, "and for quickRounds round trips")
@@ -344,7 +343,7 @@ func TestControlAdoptsAnotherProcesssRise(t *testing.T) {
 	c.adopt(store.SeatCut{Limit: 3, Ceiling: 3, ProbeAfter: minProbeEvery, Rise: true}, 2, t0.Add(quickProbe))
 	assert.Equal(t, 3, int(c.ceiling))
 	for range 10 {
-		c.good(c.seated(), 2, t0.Add(quickProbe+time.Second))
+		c.good(c.seated(), 2, 2, t0.Add(quickProbe+time.Second))
 	}
 	assert.Equal(t, 3, c.seats(), "the limit grows to the ceiling the other raised, and no further before it probes")
 
@@ -385,7 +384,7 @@ func TestControlKeepsTheLowerCeilingOfCutsSinceTheLastRise(t *testing.T) {
 func TestControlFixedNeverMoves(t *testing.T) {
 	c := newControl(Concurrency{Fixed: 3, Adaptive: true}, t0)
 	c.throttled(c.seated(), 3, 0, 1, t0)
-	c.good(c.seated(), 3, t0)
+	c.good(c.seated(), 3, 3, t0)
 	assert.Equal(t, 3, c.seats())
 }
 
@@ -495,7 +494,7 @@ func simulateLevel(c *control, run time.Duration, seats func(time.Duration) int)
 			}
 			if r.ok {
 				served++
-				c.good(r.seq, r.peers, now)
+				c.good(r.seq, r.peers, r.peers, now)
 			} else {
 				rejected++
 				running := 0 // the requests sent before it, still unanswered
@@ -540,10 +539,10 @@ func TestControlSlowStartWaitsARoundTripAtItsBound(t *testing.T) {
 		early[i] = c.seated()
 	}
 	for _, s := range early {
-		c.good(s, 2, t0)
+		c.good(s, 2, 2, t0)
 	}
 	assert.Equal(t, 3, c.seats(), "half again the 2 it started with")
-	c.good(c.seated(), 3, t0)
-	c.good(c.seated(), 3, t0)
+	c.good(c.seated(), 3, 3, t0)
+	c.good(c.seated(), 3, 3, t0)
 	assert.Equal(t, 4, c.seats(), "requests sent at the bound, answered: on by half a seat each")
 }

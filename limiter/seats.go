@@ -384,8 +384,7 @@ func (s *seats) freeSeat(st seat, o outcome, now time.Time) (cut store.SeatCut, 
 	}
 	switch o {
 	case outcomeGood:
-		s.ctl.servedWith(st.seq, st.own)
-		cut, cutOK = s.ctl.good(st.seq, st.peers, now)
+		cut, cutOK = s.ctl.good(st.seq, st.peers, st.own, now)
 	case outcomeThrottled:
 		// The requests sent before it and still unanswered are those the
 		// server was running when it refused it: a refusal comes back at
