@@ -26,6 +26,7 @@ type sentSend struct {
 
 	rec   record // its record, when batch
 	batch bool   // kept as a send at its slot: recorded in a batch
+	drop  bool   // a leased reservation no request used, to drop (see lease.go)
 }
 
 // sentQueue holds the sends to record, for one goroutine to run.
@@ -125,7 +126,9 @@ func (s *Store) flushSent() {
 	batches := map[*redisBudget][]sentSend{}
 	var single []sentSend
 	for _, x := range sends {
-		if x.rec, x.batch = x.b.atOnce(x.id); x.batch {
+		if x.drop {
+			batches[x.b] = append(batches[x.b], x)
+		} else if x.rec, x.batch = x.b.atOnce(x.id); x.batch {
 			batches[x.b] = append(batches[x.b], x)
 		} else {
 			single = append(single, x)
@@ -187,6 +190,10 @@ func (s *Store) recordBatch(ctx context.Context, xs []sentSend) {
 	args := s.argsAt(p, hereNot, offset, 1+2*len(xs))
 	args = append(args, "0")
 	for _, x := range xs {
+		if x.drop {
+			args = append(args, "-"+x.rec.member, 0)
+			continue
+		}
 		args = append(args, x.rec.member, s.offsetAt(x.at)-offset)
 	}
 	v, err := s.call(ctx, scriptSent, b, args)
@@ -196,11 +203,16 @@ func (s *Store) recordBatch(ctx context.Context, xs []sentSend) {
 			err = fmt.Errorf("store: unexpected reply %v", v)
 		}
 		for _, x := range xs {
-			_, _ = s.failedConfirm(ctx, b, x.id, 0, err)
+			if !x.drop {
+				_, _ = s.failedConfirm(ctx, b, x.id, 0, err)
+			}
 		}
 		return
 	}
 	for i, x := range xs {
+		if x.drop {
+			continue
+		}
 		code, _ := codes[i].(int64)
 		if done, _ := s.sentAtOnce(b, x.id, x.rec, p, x.at, code); !done {
 			s.recordSent(ctx, x)

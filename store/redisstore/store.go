@@ -82,8 +82,10 @@ type Store struct {
 	bounded   bool // the client bounds every call by the timeout itself
 	lib       libraryLoader
 
-	notify notifier
-	sentQ  sentQueue // sends to record, see Sent
+	notify    notifier
+	sentQ     sentQueue     // sends to record, see Sent
+	noLeases  bool          // take no lease (see lease.go); tests only
+	leaseMost time.Duration // leaseForMost, but in tests
 
 	closeOnce sync.Once
 	done      chan struct{}
@@ -135,6 +137,7 @@ func newStore(client redis.UniversalClient, opts Options, own bool) *Store {
 		fallback:  memorystore.New(nil),
 		done:      make(chan struct{}),
 		ownClient: own,
+		leaseMost: leaseForMost,
 	}
 	s.procArg = s.proc
 	s.sentQ.kick = make(chan struct{}, 1)
@@ -218,6 +221,7 @@ type redisBudget struct {
 	ready       map[uint64]struct{}     // held requests whose slot came when recorded
 	migrated    map[uint64]uint64       // reservations of an outage's local budget -> their reservations in Redis since
 	timer       *time.Timer             // promotes the first held request
+	lease       lease                   // what is left of the last lease
 }
 
 func (s *Store) budget(key string) *redisBudget {
@@ -370,6 +374,7 @@ type reply struct {
 	mark    int64 // window: the slot before jitter; linear: the theoretical arrival time after it; µs
 	base    int64 // the slot before jitter, µs
 	member  string
+	leased  int64 // reservations leased with it (see lease.go)
 }
 
 // record is a deferred reservation recorded in Redis, as the confirm
@@ -402,6 +407,12 @@ const (
 // id being recorded: at its estimated slot, where what Redis holds leaves
 // room for it there.
 func (s *Store) reserve(ctx context.Context, b *redisBudget, p store.Policy, r store.Request, order uint64, held []*heldRequest, ahead time.Duration, promoted *heldRequest) (reply, error) {
+	return s.reserveLeasing(ctx, b, p, r, order, held, ahead, promoted, leaseAsk{})
+}
+
+// reserveLeasing is reserve, asking for a lease with the reservation as
+// ask says (see lease.go).
+func (s *Store) reserveLeasing(ctx context.Context, b *redisBudget, p store.Policy, r store.Request, order uint64, held []*heldRequest, ahead time.Duration, promoted *heldRequest, ask leaseAsk) (reply, error) {
 	limit := max(p.Limit, 1)
 	span := max(p.Timespan, time.Microsecond)
 	var est, estMark, released int64
@@ -439,7 +450,7 @@ func (s *Store) reserve(ctx context.Context, b *redisBudget, p store.Policy, r s
 	case r.Deferred:
 		atOnce = 2
 	}
-	args := s.argsAt(p, here, offset, 2, limitN, maxWait, jitter, heldN, aheadN, last, int64(first), est, estMark, atOnce, released)
+	args := s.argsAt(p, here, offset, 2, limitN, maxWait, jitter, heldN, aheadN, last, int64(first), est, estMark, atOnce, released, int64(ask.n), int64(ask.first))
 	args = append(args, s.member(order))
 	if len(held) > 0 {
 		args = append(args, latest)
@@ -460,7 +471,7 @@ type doubles struct {
 
 // maxDoubles bounds the numbers of one argument: those every script
 // takes and a reservation's.
-const maxDoubles = 16
+const maxDoubles = 18
 
 // packed returns xs as doubles.
 func packed(xs ...int64) *doubles {
@@ -487,15 +498,15 @@ func (s *Store) reserveReply(ctx context.Context, b *redisBudget, sc *script, ar
 	if err != nil {
 		return reply{}, err
 	}
-	// {status, plus 4 while a cooldown lasts, wait, now, mark, base,
-	// member}, then the processes and this one's rank when counted (see
-	// answer in lua/hot.lua).
+	// {status, plus 4 while a cooldown lasts, plus 8 per reservation
+	// leased with it, wait, now, mark, base, member}, then the processes
+	// and this one's rank when counted (see answer in lua/hot.lua).
 	a, ok := v.([]any)
 	if !ok || (len(a) != 6 && len(a) != 8) {
 		return reply{}, fmt.Errorf("store: unexpected reply %v", v)
 	}
 	n := func(i int) int64 { x, _ := a[i].(int64); return x }
-	rep := reply{status: n(0) & 3, wait: time.Duration(n(1)) * time.Microsecond, cooling: n(0)&4 != 0, now: n(2), mark: n(3), base: n(4)}
+	rep := reply{status: n(0) & 3, wait: time.Duration(n(1)) * time.Microsecond, cooling: n(0)&4 != 0, now: n(2), mark: n(3), base: n(4), leased: n(0) >> 3}
 	rep.member, _ = a[5].(string)
 	if rep.status == recorded && rep.wait > 0 && here == hereIfAhead {
 		b.lastHere.Store(s.localMicros()) // the script refreshed the presence
@@ -534,14 +545,20 @@ func (s *Store) Reserve(ctx context.Context, key string, p store.Policy, r store
 		}
 		return s.answerLocked(b, id, r, rep), nil
 	}
+	if res, ok := s.takeLeasedLocked(b, p, r); ok {
+		b.mu.Unlock()
+		return res, nil
+	}
+	ask := s.leaseAskLocked(b, p, r)
 	b.mu.Unlock()
 
-	rep, err := s.reserve(ctx, b, p, r, id, nil, p.Timespan, nil)
+	rep, err := s.reserveLeasing(ctx, b, p, r, id, nil, p.Timespan, nil, ask)
 	if err != nil {
 		return failed(s, ctx, err, fallback)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	s.keepLeaseLocked(b, ask, rep)
 	if rep.status == toHold && len(b.held) > 0 {
 		// Another request of this process was held meanwhile: estimate
 		// again behind it.
@@ -782,6 +799,7 @@ func (s *Store) SetCooldown(ctx context.Context, key string, p store.Policy, d t
 		return local, nil
 	}
 	b := s.budget(key)
+	s.dropLease(b)
 	v, err := s.call(ctx, scriptCooldown, b, append(s.args(b, p, true, 1), micros(max(d, 0))))
 	if err != nil {
 		return failed(s, ctx, err, func() (time.Duration, error) { return local, nil })

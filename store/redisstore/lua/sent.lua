@@ -6,7 +6,9 @@
 -- when the requests have left; then, per send, its name and how far (µs)
 -- the instant its request left lies from now (0 for a waiter asking).
 -- A send moved there, or left at its slot when that is later, goes to
--- the ring (see hot.lua): nothing moves it any more.
+-- the ring (see hot.lua): nothing moves it any more. A name that starts
+-- with '-' is that of a leased reservation no request used (see
+-- lease.go): it is dropped, code 1.
 -- Returns a code per send: 0 when moved to that instant, -1 when the
 -- budget no longer holds it, -2 when moving it could crowd a reservation a
 -- timespan after its slot (or, when asked, a cooldown lasts): it is then a
@@ -25,10 +27,15 @@ if limit == 0 then limit = hnum('limit') end
 local out = {}
 for i = 4, #ARGV - 1, 2 do
   local name, at, code = ARGV[i], now + tonum(ARGV[i + 1]), 0
-  local s = call('ZSCORE', W, name)
-  if not s then
-    code = -1
+  local s = false
+  if string.byte(name) == 45 then -- '-'
+    call('ZREM', W, string.sub(name, 2))
+    code = 1
   else
+    s = call('ZSCORE', W, name)
+    if not s then code = -1 end
+  end
+  if s then
     s = tonum(s)
     if s >= at then
       at = s
