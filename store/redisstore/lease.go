@@ -23,7 +23,8 @@ import (
 // dropped from Redis in the background, with the sends being recorded (see
 // sent.go), since no request used them. It asks for as many as the last
 // one gave while they were all used in time, twice that up to leaseMax,
-// and half as many when some were left.
+// and half as many when some were left; and for none when the request
+// before came longer than leaseFor ago, where a lease would go unused.
 const (
 	leaseMax     = 16
 	leaseFirst   = 2
@@ -36,6 +37,7 @@ type lease struct {
 	next, end uint64 // the orders (see member) of the reservations left: next … end-1
 	at, mark  int64  // as their record's
 	got       int64  // localMicros of the lease
+	seen      int64  // localMicros of the last request that could lease
 	want      int    // how many the next lease asks for; 0: leaseFirst
 	epoch     uint64 // counts the drops, so that a lease taken across one is dropped too
 }
@@ -76,6 +78,7 @@ func (s *Store) takeLeasedLocked(b *redisBudget, p store.Policy, r store.Request
 	}
 	id := l.next
 	l.next++
+	l.seen = s.localMicros()
 	rec := record{member: "=" + s.member(id), at: l.at, mark: l.mark}
 	rec.logged = s.sent(b, p)
 	b.outstanding[id] = rec
@@ -86,6 +89,11 @@ func (s *Store) takeLeasedLocked(b *redisBudget, p store.Policy, r store.Request
 // with it. b.mu must be held.
 func (s *Store) leaseAskLocked(b *redisBudget, p store.Policy, r store.Request) leaseAsk {
 	if !s.leases(p, r) {
+		return leaseAsk{}
+	}
+	now, seen := s.localMicros(), b.lease.seen
+	b.lease.seen = now
+	if seen == 0 || now-seen >= micros(s.leaseFor(p)) {
 		return leaseAsk{}
 	}
 	n := b.lease.want

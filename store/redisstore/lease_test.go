@@ -23,6 +23,21 @@ func startLeasing(t *testing.T, srv *redistest.Server, d time.Duration) *redisst
 	return s
 }
 
+// roomLeft returns how many more requests the budget key under p admits
+// at once, taking them.
+func roomLeft(t *testing.T, s *redisstore.Store, key string, p store.Policy) int {
+	t.Helper()
+	room := 0
+	for ; room < p.Limit; room++ {
+		r, err := s.Reserve(context.Background(), key, p, store.Request{})
+		require.NoError(t, err)
+		if !r.OK {
+			break
+		}
+	}
+	return room
+}
+
 // Requests that wait for seats on a budget far from its limit take their
 // slots from leases: a fraction of the round trips, and the budget counts
 // exactly the requests that left, the leased slots none used dropped.
@@ -58,14 +73,7 @@ func TestRedisALeaseSavesTheRoundTripsOfRequestsThatWaitForSeats(t *testing.T) {
 	require.Zero(t, r.Wait)
 	redisstore.FlushSent(s)
 
-	room := 0
-	for ; room < p.Limit; room++ {
-		r, err := s.Reserve(ctx, "k", p, store.Request{})
-		require.NoError(t, err)
-		if !r.OK {
-			break
-		}
-	}
+	room := roomLeft(t, s, "k", p)
 	assert.Equal(t, p.Limit-requests-1, room, "the budget counts the requests that left, and no leased slot none used")
 }
 
@@ -95,25 +103,47 @@ func TestRedisALeaseIsNotUsedAcrossACooldown(t *testing.T) {
 			} else {
 				heard <- struct{}{}
 			}
-			r, err := s.Reserve(ctx, key, p, deferredAtOnce)
-			require.NoError(t, err)
-			require.Zero(t, r.Wait)
-			s.Sent(key, r.ID)
-			r, err = s.Reserve(ctx, key, p, deferredAtOnce)
-			require.NoError(t, err)
-			require.Zero(t, r.Wait, "leased with the first")
+			for range 2 { // the second, following the first, leases
+				r, err := s.Reserve(ctx, key, p, deferredAtOnce)
+				require.NoError(t, err)
+				require.Zero(t, r.Wait)
+				s.Sent(key, r.ID)
+			}
 
-			_, err = setter.SetCooldown(ctx, key, p, 5*time.Second)
+			_, err := setter.SetCooldown(ctx, key, p, 5*time.Second)
 			require.NoError(t, err)
 			select {
 			case <-heard:
 			case <-time.After(5 * time.Second):
 				require.Fail(t, "the cooldown is never heard of")
 			}
-			r, err = s.Reserve(ctx, key, p, deferredAtOnce)
+			r, err := s.Reserve(ctx, key, p, deferredAtOnce)
 			require.NoError(t, err)
 			assert.True(t, r.Cooldown, "decided in Redis, during the cooldown")
 			assert.InDelta(t, float64(5*time.Second), float64(r.Wait), float64(redisTolerance), "the slot comes when the cooldown ends")
 		})
 	}
+}
+
+// Requests that come further apart than a lease lasts lease nothing: the
+// budget counts exactly the requests that left, with nothing to drop.
+func TestRedisRequestsFarApartLeaseNothing(t *testing.T) {
+	srv := redistest.Start(t)
+	s := startLeasing(t, srv, time.Second)
+	ctx := context.Background()
+	p := store.Policy{Strategy: store.StrategyWindow, Limit: 100, Timespan: time.Minute}
+	const requests = 10
+	for range requests {
+		r, err := s.Reserve(ctx, "k", p, deferredAtOnce)
+		require.NoError(t, err)
+		require.Zero(t, r.Wait)
+		s.Sent("k", r.ID)
+		redisstore.Advance(s, time.Second)
+	}
+	redisstore.FlushSent(s)
+	entries, err := srv.Client().ZRange(ctx, redisstore.RedisKeys("k")[0], 0, -1).Result()
+	require.NoError(t, err)
+	assert.Len(t, entries, 1, "the sends are in the ring, and nothing leased waits in W beside the placeholder: %v", entries)
+	room := roomLeft(t, s, "k", p)
+	assert.Equal(t, p.Limit-requests, room, "the budget counts the requests that left")
 }
