@@ -414,10 +414,15 @@ func (s *seats) status() SeatStatus {
 }
 
 // estimate returns how long a newcomer would wait for a seat, from the
-// queue ahead of it and how long seats have been held of late.
+// queue ahead of it and how long seats have been held of late, after this
+// process's wait for a share of a limit it has started sharing.
 func (s *seats) estimate() time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rounds := s.waiting.Len()/max(s.capLocked(), 1) + 1
-	return time.Duration(rounds) * max(s.hold, time.Millisecond)
+	d := time.Duration(rounds) * max(s.hold, time.Millisecond)
+	if s.shared != nil {
+		d += s.shared.ShareWait(s.key)
+	}
+	return d
 }

@@ -54,6 +54,7 @@ type halves struct{}
 
 func (halves) SeatShare(_ string, limit int) (int, int)          { return max((limit+1)/2, 1), 2 }
 func (halves) ShareCut(string, store.SeatCut)                    {}
+func (halves) ShareWait(string) time.Duration                    { return 0 }
 func (halves) OnCut(string, func(store.SeatCut))                 {}
 func (halves) ReportSeats(string, func() (limit int, inUse int)) {}
 
@@ -164,6 +165,7 @@ func (c *counting) SeatShare(string, int) (int, int) {
 	return int(c.share.Load()), int(c.processes.Load())
 }
 func (*counting) ShareCut(string, store.SeatCut)                    {}
+func (*counting) ShareWait(string) time.Duration                    { return 0 }
 func (*counting) OnCut(string, func(store.SeatCut))                 {}
 func (*counting) ReportSeats(string, func() (limit int, inUse int)) {}
 

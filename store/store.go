@@ -162,6 +162,10 @@ type SeatSharer interface {
 	// sharing a budget that others use, while they give up their seats
 	// over their new shares. The caller checks again a moment later.
 	SeatShare(key string, limit int) (share, processes int)
+	// ShareWait returns how long this process's share of the budget key
+	// stays 0 after it started sharing a budget that others use (see
+	// SeatShare); 0 when it does not wait so.
+	ShareWait(key string) time.Duration
 	// ShareCut tells the other processes of a cut this one made. It
 	// returns at once; the message is sent in the background, at most
 	// once.

@@ -39,6 +39,16 @@ func (s *Store) SeatShare(key string, limit int) (share, processes int) {
 	return max(share, 1), n
 }
 
+// ShareWait implements SeatSharer: what is left of this process's joinWait
+// on the budget key.
+func (s *Store) ShareWait(key string) time.Duration {
+	b, ok := s.existing(key)
+	if !ok {
+		return 0
+	}
+	return time.Duration(max(b.joinUntil.Load()-s.localMicros(), 0)) * time.Microsecond
+}
+
 // A process that starts sharing a budget others already use takes no seat
 // of it for joinWait after its first decision found them, and tells them
 // on the budget's channel ("join:<process>"), so that they count the

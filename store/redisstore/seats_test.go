@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	rlerrors "github.com/k8sratelimit/k8sratelimit/errors"
 	"github.com/k8sratelimit/k8sratelimit/internal/harness"
 	"github.com/k8sratelimit/k8sratelimit/internal/redistest"
 	"github.com/k8sratelimit/k8sratelimit/limiter"
@@ -300,4 +301,33 @@ func TestARequestThatMayNotWaitIsSeatedOnTheFirstUse(t *testing.T) {
 	resp, err := rt.RoundTrip(req)
 	require.NoError(t, err)
 	resp.Body.Close()
+}
+
+// A request that may not wait, refused while its process waits to join
+// others on a budget, is told to wait out the join, not a seat's usual
+// hold.
+func TestARequestThatMayNotWaitIsToldToWaitOutTheJoin(t *testing.T) {
+	srv := redistest.Start(t)
+	const key = "k8s:seats:api.example.com"
+	old := newURLStore(t, srv, store.FailureLocal, nil)
+	_, err := old.Reserve(t.Context(), key, outagePolicy, anyWait)
+	require.NoError(t, err)
+
+	never := time.Duration(0)
+	l := limiter.New(newURLStore(t, srv, store.FailureLocal, nil), limiter.Options{
+		Policy:      store.Policy{Strategy: store.StrategyWindow, Limit: 10, Timespan: time.Second},
+		Concurrency: limiter.Concurrency{Fixed: 3},
+		MaxWait:     &never,
+	})
+	t.Cleanup(func() { l.Close() })
+	rt := l.Budget(key, "test").Wrap(harness.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody, Request: req}, nil
+	}))
+	req, _ := http.NewRequest(http.MethodGet, "https://api.example.com/api/v1/pods", nil)
+	start := time.Now()
+	_, err = rt.RoundTrip(req)
+	var refused *rlerrors.RateLimitExceededError
+	require.ErrorAs(t, err, &refused, "no seat while the other process gives its own up")
+	assert.Greater(t, refused.RetryAfter(), redisstore.JoinWait-time.Since(start), "at least what is left of the join")
+	assert.LessOrEqual(t, refused.RetryAfter(), redisstore.JoinWait+time.Second, "the join and a seat's hold")
 }
