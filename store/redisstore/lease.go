@@ -20,8 +20,8 @@ import (
 // A lease is used only within leaseFor of being taken, so that every send
 // is still recorded long before its slot is a timespan old, and not after
 // a cooldown that this process set or heard of (dropLease): those left are
-// dropped from Redis in the background, with the sends being recorded (see
-// sent.go), since no request used them. It asks for as many as the last
+// dropped from Redis then, in the background, with the sends being
+// recorded (see sent.go), since no request used them. It asks for as many as the last
 // one gave while they were all used in time, twice that up to leaseMax,
 // and half as many when some were left; and for none when the request
 // before came longer than leaseFor ago, where a lease would go unused.
@@ -69,8 +69,7 @@ func (s *Store) takeLeasedLocked(b *redisBudget, p store.Policy, r store.Request
 		return store.Reservation{}, false
 	}
 	if s.localMicros()-l.got >= micros(s.leaseFor(p)) {
-		l.want = max(l.want/2, 1)
-		s.dropLeaseLocked(b)
+		s.expireLeaseLocked(b)
 		return store.Reservation{}, false
 	}
 	if !s.leases(p, r) {
@@ -123,6 +122,23 @@ func (s *Store) keepLeaseLocked(b *redisBudget, ask leaseAsk, rep reply) {
 	}
 	l.next, l.end = ask.first, ask.first+uint64(rep.leased)
 	l.at, l.mark, l.got = rep.now, rep.mark, s.localMicros()
+	// Dropped when its time is up, should no request come to drop it:
+	// its slots would count until they were a timespan old.
+	epoch := l.epoch
+	time.AfterFunc(s.leaseFor(b.policy), func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if l.epoch == epoch && l.next < l.end && s.localMicros()-l.got >= micros(s.leaseFor(b.policy)) {
+			s.expireLeaseLocked(b)
+		}
+	})
+}
+
+// expireLeaseLocked drops what is left of the budget's lease when its
+// time is up, and asks for fewer next time. b.mu must be held.
+func (s *Store) expireLeaseLocked(b *redisBudget) {
+	b.lease.want = max(b.lease.want/2, 1)
+	s.dropLeaseLocked(b)
 }
 
 // dropLease drops what is left of the budget key's lease, after a

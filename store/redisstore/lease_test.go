@@ -147,3 +147,25 @@ func TestRedisRequestsFarApartLeaseNothing(t *testing.T) {
 	room := roomLeft(t, s, "k", p)
 	assert.Equal(t, p.Limit-requests, room, "the budget counts the requests that left")
 }
+
+// A lease that no request uses is dropped when its time is up, with no
+// request to drop it: the budget counts only the requests that left.
+func TestRedisALeaseNoRequestUsesIsDroppedWhenItsTimeIsUp(t *testing.T) {
+	srv := redistest.Start(t)
+	s := startLeasing(t, srv, 20*time.Millisecond)
+	ctx := context.Background()
+	p := store.Policy{Strategy: store.StrategyWindow, Limit: 100, Timespan: time.Minute}
+	for range 2 { // the second, following the first, leases
+		r, err := s.Reserve(ctx, "k", p, deferredAtOnce)
+		require.NoError(t, err)
+		require.Zero(t, r.Wait)
+		s.Sent("k", r.ID)
+	}
+	require.Eventually(t, func() bool {
+		redisstore.FlushSent(s)
+		n, err := srv.Client().ZCard(ctx, redisstore.RedisKeys("k")[0]).Result()
+		require.NoError(t, err)
+		return n == 1
+	}, 5*time.Second, 10*time.Millisecond, "W keeps only its placeholder: the sends went to the ring, the lease was dropped")
+	assert.Equal(t, p.Limit-2, roomLeft(t, s, "k", p), "the budget counts the requests that left")
+}
