@@ -127,6 +127,3 @@ var LibraryName = libraryName
 // LeaseFor sets how long a lease may be used, for budgets whose timespan
 // is 16 times that or more.
 func LeaseFor(s *Store, d time.Duration) { s.leaseMost = d }
-
-// NoLeases makes the store take no lease.
-func NoLeases(s *Store) { s.noLeases = true }

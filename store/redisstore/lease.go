@@ -56,7 +56,7 @@ func (s *Store) leaseFor(p store.Policy) time.Duration { return min(p.Timespan/1
 // leases reports whether a request r on a budget under p may take a leased
 // reservation, or ask for a lease.
 func (s *Store) leases(p store.Policy, r store.Request) bool {
-	return r.Deferred && p.Strategy != store.StrategyLinear && !s.noLeases
+	return r.Deferred && p.Strategy != store.StrategyLinear
 }
 
 // takeLeasedLocked gives request r a reservation of the budget's lease, if

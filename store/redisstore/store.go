@@ -84,7 +84,6 @@ type Store struct {
 
 	notify    notifier
 	sentQ     sentQueue     // sends to record, see Sent
-	noLeases  bool          // take no lease (see lease.go); tests only
 	leaseMost time.Duration // leaseForMost, but in tests
 
 	closeOnce sync.Once

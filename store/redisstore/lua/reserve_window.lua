@@ -19,8 +19,8 @@
 -- cooldown lasts, now (µs), the slot before jitter (µs, as mark and as
 -- base), the name recorded, and the processes and rank when counted:
 -- status 0 refused, 1 recorded, 2 to be held in-process (nothing
--- recorded), plus 8 times the reservations leased with it. The name is the member's unless it claimed a released slot
--- (see hot.lua).
+-- recorded), plus 8 times the reservations leased with it. The name is
+-- the member's unless it claimed a released slot (see hot.lua).
 local limit, maxwait, jit, held, horizon, heldFloor, heldFirst, est, estBase, atOnce, released, lease, first = sunpack('>ddddddddddddd', ARGV[1], 41)
 local member = ARGV[3]
 -- A request admitted at once is recorded as a send (see sendName), but a
