@@ -68,7 +68,7 @@ func (s *Store) takeLeasedLocked(b *redisBudget, p store.Policy, r store.Request
 	if l.next == l.end {
 		return store.Reservation{}, false
 	}
-	if s.localMicros()-l.got >= micros(s.leaseFor(p)) {
+	if s.leaseOverLocked(b, p) {
 		s.expireLeaseLocked(b)
 		return store.Reservation{}, false
 	}
@@ -128,10 +128,16 @@ func (s *Store) keepLeaseLocked(b *redisBudget, ask leaseAsk, rep reply) {
 	time.AfterFunc(s.leaseFor(b.policy), func() {
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		if l.epoch == epoch && l.next < l.end && s.localMicros()-l.got >= micros(s.leaseFor(b.policy)) {
+		if l.epoch == epoch && l.next < l.end && s.leaseOverLocked(b, b.policy) {
 			s.expireLeaseLocked(b)
 		}
 	})
+}
+
+// leaseOverLocked reports whether the time of the budget's lease under p
+// is up. b.mu must be held.
+func (s *Store) leaseOverLocked(b *redisBudget, p store.Policy) bool {
+	return s.localMicros()-b.lease.got >= micros(s.leaseFor(p))
 }
 
 // expireLeaseLocked drops what is left of the budget's lease when its
@@ -169,11 +175,4 @@ func (s *Store) dropLeased(b *redisBudget, from, to uint64) {
 
 // dropLeaseOf drops the leases of the budgets whose channel is channel,
 // on which a cooldown was set.
-func (s *Store) dropLeaseOf(channel string) {
-	s.budgets.Range(func(_, v any) bool {
-		if b := v.(*redisBudget); b.keys[0] == channel {
-			s.dropLease(b)
-		}
-		return true
-	})
-}
+func (s *Store) dropLeaseOf(channel string) { s.budgetsOf(channel, s.dropLease) }

@@ -22,13 +22,16 @@ var _ store.SeatSharer = (*Store)(nil)
 // alone, as its rate budget is.
 func (s *Store) SeatShare(key string, limit int) (share, processes int) {
 	b, ok := s.existing(key)
-	if !ok || b.procs.Load() == 0 {
+	var n int
+	if ok {
+		n = int(b.procs.Load())
+	}
+	if n == 0 {
 		if s.down.Load() {
 			return max(limit, 1), 1
 		}
 		return 0, 0
 	}
-	n := int(b.procs.Load())
 	if s.localMicros() < b.joinUntil.Load() {
 		return 0, n
 	}
@@ -82,9 +85,15 @@ func parseJoin(msg string) (proc string, ok bool) {
 // recount makes the next decision on the budgets of channel count the
 // processes sharing them: another process has joined them.
 func (s *Store) recount(channel string) {
+	s.budgetsOf(channel, func(b *redisBudget) { b.lastHere.Store(math.MinInt64 / 2) })
+}
+
+// budgetsOf calls f with each budget whose channel (its first key) is
+// channel.
+func (s *Store) budgetsOf(channel string, f func(*redisBudget)) {
 	s.budgets.Range(func(_, v any) bool {
 		if b := v.(*redisBudget); b.keys[0] == channel {
-			b.lastHere.Store(math.MinInt64 / 2)
+			f(b)
 		}
 		return true
 	})
