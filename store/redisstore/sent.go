@@ -126,9 +126,10 @@ func (s *Store) flushSent() {
 	batches := map[*redisBudget][]sentSend{}
 	var single []sentSend
 	for _, x := range sends {
-		if x.drop {
-			batches[x.b] = append(batches[x.b], x)
-		} else if x.rec, x.batch = x.b.atOnce(x.id); x.batch {
+		if !x.drop {
+			x.rec, x.batch = x.b.atOnce(x.id)
+		}
+		if x.drop || x.batch {
 			batches[x.b] = append(batches[x.b], x)
 		} else {
 			single = append(single, x)
