@@ -281,12 +281,13 @@ func FuzzParseCut(f *testing.F) {
 	})
 }
 
-// A request that may not wait is admitted on a shared budget's first use:
-// its reservation counts the processes sharing the limit, and a seat of
-// this process's share is free then.
-func TestARequestThatMayNotWaitIsSeatedOnTheFirstUse(t *testing.T) {
-	srv := redistest.Start(t)
-	s := newURLStore(t, srv, store.FailureLocal, nil)
+// seatsKey is the budget of the requests mayNotWait sends.
+const seatsKey = "k8s:seats:api.example.com"
+
+// mayNotWait returns a transport through a limiter of 3 seats on s whose
+// requests may not wait, and a request to send through it.
+func mayNotWait(t *testing.T, s store.Store) (http.RoundTripper, *http.Request) {
+	t.Helper()
 	never := time.Duration(0)
 	l := limiter.New(s, limiter.Options{
 		Policy:      store.Policy{Strategy: store.StrategyWindow, Limit: 10, Timespan: time.Second},
@@ -294,10 +295,19 @@ func TestARequestThatMayNotWaitIsSeatedOnTheFirstUse(t *testing.T) {
 		MaxWait:     &never,
 	})
 	t.Cleanup(func() { l.Close() })
-	rt := l.Budget("k8s:seats:api.example.com", "test").Wrap(harness.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+	rt := l.Budget(seatsKey, "test").Wrap(harness.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 		return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody, Request: req}, nil
 	}))
 	req, _ := http.NewRequest(http.MethodGet, "https://api.example.com/api/v1/pods", nil)
+	return rt, req
+}
+
+// A request that may not wait is admitted on a shared budget's first use:
+// its reservation counts the processes sharing the limit, and a seat of
+// this process's share is free then.
+func TestARequestThatMayNotWaitIsSeatedOnTheFirstUse(t *testing.T) {
+	srv := redistest.Start(t)
+	rt, req := mayNotWait(t, newURLStore(t, srv, store.FailureLocal, nil))
 	resp, err := rt.RoundTrip(req)
 	require.NoError(t, err)
 	resp.Body.Close()
@@ -308,22 +318,11 @@ func TestARequestThatMayNotWaitIsSeatedOnTheFirstUse(t *testing.T) {
 // hold.
 func TestARequestThatMayNotWaitIsToldToWaitOutTheJoin(t *testing.T) {
 	srv := redistest.Start(t)
-	const key = "k8s:seats:api.example.com"
 	old := newURLStore(t, srv, store.FailureLocal, nil)
-	_, err := old.Reserve(t.Context(), key, outagePolicy, anyWait)
+	_, err := old.Reserve(t.Context(), seatsKey, outagePolicy, anyWait)
 	require.NoError(t, err)
 
-	never := time.Duration(0)
-	l := limiter.New(newURLStore(t, srv, store.FailureLocal, nil), limiter.Options{
-		Policy:      store.Policy{Strategy: store.StrategyWindow, Limit: 10, Timespan: time.Second},
-		Concurrency: limiter.Concurrency{Fixed: 3},
-		MaxWait:     &never,
-	})
-	t.Cleanup(func() { l.Close() })
-	rt := l.Budget(key, "test").Wrap(harness.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
-		return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody, Request: req}, nil
-	}))
-	req, _ := http.NewRequest(http.MethodGet, "https://api.example.com/api/v1/pods", nil)
+	rt, req := mayNotWait(t, newURLStore(t, srv, store.FailureLocal, nil))
 	start := time.Now()
 	_, err = rt.RoundTrip(req)
 	var refused *rlerrors.RateLimitExceededError
