@@ -173,6 +173,10 @@ func (s *Store) dropLeased(b *redisBudget, from, to uint64) {
 	}
 }
 
-// dropLeaseOf drops the leases of the budgets whose channel is channel,
-// on which a cooldown was set.
-func (s *Store) dropLeaseOf(channel string) { s.budgetsOf(channel, s.dropLease) }
+// dropLeaseOf drops the lease of the budget whose channel is channel, on
+// which a cooldown was set.
+func (s *Store) dropLeaseOf(channel string) {
+	if b, ok := s.budgetOf(channel); ok {
+		s.dropLease(b)
+	}
+}

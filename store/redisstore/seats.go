@@ -82,21 +82,23 @@ func parseJoin(msg string) (proc string, ok bool) {
 	return proc, ok && proc != ""
 }
 
-// recount makes the next decision on the budgets of channel count the
-// processes sharing them: another process has joined them.
+// recount makes the next decision on the budget of channel count the
+// processes sharing it: another process has joined it.
 func (s *Store) recount(channel string) {
-	s.budgetsOf(channel, func(b *redisBudget) { b.lastHere.Store(math.MinInt64 / 2) })
+	if b, ok := s.budgetOf(channel); ok {
+		b.lastHere.Store(math.MinInt64 / 2)
+	}
 }
 
-// budgetsOf calls f with each budget whose channel (its first key) is
-// channel.
-func (s *Store) budgetsOf(channel string, f func(*redisBudget)) {
-	s.budgets.Range(func(_, v any) bool {
-		if b := v.(*redisBudget); b.keys[0] == channel {
-			f(b)
-		}
-		return true
-	})
+// budgetOf returns the budget whose channel (its first key, see
+// redisKeys) is channel, if this process uses it.
+func (s *Store) budgetOf(channel string) (*redisBudget, bool) {
+	key, tagged := strings.CutPrefix(channel, "{")
+	key, ok := strings.CutSuffix(key, "}:w")
+	if !tagged || !ok {
+		return nil, false
+	}
+	return s.existing(key)
 }
 
 // cutPrefix starts the message of a cut on a budget's channel:
