@@ -228,7 +228,7 @@ func TestRedisHoldsFarReservationsInProcess(t *testing.T) {
 	// A little past one timespan, ids[2] is sent: late, so that, as in
 	// the memory store, ids[3] moves to its instant and the held ids[4]
 	// to one timespan after it.
-	const margin = 50 * time.Millisecond
+	const margin = 500 * time.Millisecond
 	redisstore.Advance(s, 10*time.Second+margin)
 	left, err := s.Confirm(ctx, "k", ids[2])
 	require.NoError(t, err)
