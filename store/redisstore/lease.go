@@ -25,10 +25,12 @@ import (
 // one gave while they were all used in time, twice that up to leaseMax,
 // and half as many when some were left; and for none when the request
 // before came longer than leaseFor ago, where a lease would go unused.
+// leaseForMost lets a process that a few seats serve (a few hundred
+// requests a second) use all of a lease of leaseMax.
 const (
 	leaseMax     = 16
 	leaseFirst   = 2
-	leaseForMost = 20 * time.Millisecond
+	leaseForMost = 100 * time.Millisecond
 )
 
 // lease is what is left of a budget's last lease. Guarded by the budget's
