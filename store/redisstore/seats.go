@@ -32,7 +32,7 @@ func (s *Store) SeatShare(key string, limit int) (share, processes int) {
 		}
 		return 0, 0
 	}
-	if s.localMicros() < b.joinUntil.Load() {
+	if s.joinLeft(b) > 0 {
 		return 0, n
 	}
 	share = limit / n
@@ -49,6 +49,11 @@ func (s *Store) ShareWait(key string) time.Duration {
 	if !ok {
 		return 0
 	}
+	return s.joinLeft(b)
+}
+
+// joinLeft returns what is left of this process's joinWait on budget b.
+func (s *Store) joinLeft(b *redisBudget) time.Duration {
 	return time.Duration(max(b.joinUntil.Load()-s.localMicros(), 0)) * time.Microsecond
 }
 
