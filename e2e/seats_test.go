@@ -47,6 +47,15 @@ type served struct {
 
 func (s served) throttledShare() float64 { return float64(s.throttled) / float64(max(s.sent, 1)) }
 
+// plus returns s with o's counts added, and o's limit at the end.
+func (s served) plus(o served) served {
+	s.served += o.served
+	s.sent += o.sent
+	s.throttled += o.throttled
+	s.limit = o.limit
+	return s
+}
+
 // farAboveTheServer is a configuration whose rate budget is far above what
 // a priority level of a few seats can serve, so that only the concurrency
 // limit matters.
@@ -102,10 +111,7 @@ func (c *loadClient) run(t *testing.T, d time.Duration) served {
 	}
 	t.Logf("%s: %d served, %d of %d sent answered 429 (sent at:in flight %v), concurrency limit at the end %d",
 		c.name, s.served, s.throttled, s.sent, s.throttles, s.limit)
-	c.total.served += s.served
-	c.total.sent += s.sent
-	c.total.throttled += s.throttled
-	c.total.limit = s.limit
+	c.total = c.total.plus(s)
 	return s
 }
 
@@ -354,9 +360,7 @@ func seatsChildren(t *testing.T, name string, srv *redistest.Server, owner, user
 		_, err := fmt.Sscanf(lastLine(out), "served %d sent %d throttled %d", &s.served, &s.sent, &s.throttled)
 		require.NoError(t, err, "child %s: %s", c.Name, out)
 		t.Logf("%s: %d served, %d of %d sent answered 429 (%s; %s)", c.Name, s.served, s.throttled, s.sent, secondLastLine(out), nthLastLine(out, 3))
-		total.served += s.served
-		total.sent += s.sent
-		total.throttled += s.throttled
+		total = total.plus(s)
 	}
 	t.Logf("%s: CPU used meanwhile by %s; Redis ran %s", name, cpu.report(t), calls.report(t, total.sent))
 	return total
@@ -390,28 +394,34 @@ func TestSeatsSharedThroughRedis(t *testing.T) {
 	seats, err := suite.throttles[userSeatsRedis].NominalSeats(t.Context(), suite.admin)
 	require.NoError(t, err)
 
-	// The baseline before and after the processes, so that the machine's
-	// load falls on both alike; the processes run once, for the whole
-	// time, as long-lived replicas would (each learns the limit anew when
-	// it starts).
+	// The baselines run in halves, before and after the limited runs, in
+	// mirrored order (one process, two processes | shared, fixed | two
+	// processes, one process), so that the machine's load falls on all
+	// alike; the limited processes run once, for the whole time, as
+	// long-lived replicas would (each learns the limit anew when it
+	// starts).
 	baseline := newLoadClient(t, fmt.Sprintf("%d workers (one per seat), no limiter", seats), userSeatsRedis, seats, nil)
+	// The same best split over two processes like the shared run's: what
+	// two processes' own cost (two clients, two race detectors on the
+	// API server's cores) leaves of it.
+	bareRun := func() served {
+		return seatsChildren(t, fmt.Sprintf("%d workers over 2 processes (one per seat), no limiter", seats),
+			srv, "e2e-seats-bare", userSeatsRedis, []int{seats - seats/2, seats / 2}, seatsRun/2, childBare+"=1")
+	}
 	baseline.run(t, seatsRun/2)
+	bare := bareRun()
 	halves := []int{seatsWorkers / 2, seatsWorkers / 2}
 	farAbove := []string{"KUBERNETES_RATELIMIT=" + strconv.Itoa(k8sratelimit.MaxWindowLimit), "KUBERNETES_RATELIMIT_TIMESPAN=second"}
 	shared := seatsChildren(t, fmt.Sprintf("2 processes × %d workers, rate far above, concurrency auto", seatsWorkers/2),
 		srv, "e2e-seats", userSeatsRedis, halves, seatsRun, farAbove...)
-	baseline.run(t, seatsRun/2)
-	best := baseline.total
-	// The same best split over two processes like the shared run's: what
-	// two processes' own cost (two clients, two race detectors on the
-	// API server's cores) leaves of it.
-	bare := seatsChildren(t, fmt.Sprintf("%d workers over 2 processes (one per seat), no limiter", seats),
-		srv, "e2e-seats-bare", userSeatsRedis, []int{seats - seats/2, seats / 2}, seatsRun, childBare+"=1")
 	// The shared run with the limit fixed at the level's seats: what the
 	// store's path costs per request, with nothing to learn.
 	fixed := seatsChildren(t, fmt.Sprintf("2 processes × %d workers, rate far above, concurrency %d fixed", seatsWorkers/2, seats),
 		srv, "e2e-seats-fixed", userSeatsRedis, halves, seatsRun,
 		slices.Concat(farAbove, []string{"KUBERNETES_RATELIMIT_CONCURRENCY=" + strconv.Itoa(seats)})...)
+	bare = bare.plus(bareRun())
+	baseline.run(t, seatsRun/2)
+	best := baseline.total
 	dflt := seatsChildren(t, fmt.Sprintf("2 processes × %d workers, default configuration", seatsWorkers/2),
 		srv, "e2e-seats-default", userSeatsRedisDflt, halves, defaultRun)
 	t.Logf("two processes sharing a budget through Redis, a level of %d seats that rejects:\n%s", seats, servedTable(best, bare, shared, fixed, dflt))
