@@ -51,7 +51,7 @@ func BenchmarkRedisInstructions(b *testing.B) {
 	}
 	const warm, n = 300, 1000
 	ctx := context.Background()
-	for _, k := range append(slices.Clone(redisKinds), waiterKind) {
+	for _, k := range append(slices.Clone(redisKinds), waiterKind, batchedSendsKind) {
 		b.Run(k.name, func(b *testing.B) {
 			dir := b.TempDir()
 			out := filepath.Join(dir, "callgrind.out")
@@ -99,6 +99,47 @@ var waiterKind = redisKind{"window-waiter", func(tb testing.TB, c *redis.Client)
 		redisstore.Advance(s, res.Wait)
 		left, err := s.Confirm(ctx, key, res.ID)
 		return err == nil && left == 0, err
+	}
+}}
+
+// batchedSendsKind is two processes whose requests wait for seats on one
+// budget, as in the shared e2e run: each decision reserves a slot kept to
+// be confirmed by Sent, the two stores taking turns, and every 32
+// decisions the requests leave, the two processes' in turn, and each
+// store records its 16 sends in one script (lua/sent.lua), each after its
+// slot; the second store's land among the first's, late. Leases are off,
+// so that every decision makes its round trip whatever the timing under
+// valgrind. The timespan is a minute, so that no send goes stale during
+// the count: the ring grows at the same decisions in every run.
+var batchedSendsPolicy = store.Policy{Strategy: store.StrategyWindow, Limit: 1_000_000, Timespan: time.Minute}
+
+var batchedSendsKind = redisKind{"window-2-processes-batched-sends", func(tb testing.TB, c *redis.Client) redisAdmit {
+	var stores [2]*redisstore.Store
+	for i := range stores {
+		stores[i] = benchStore(tb, c)
+		redisstore.LeaseFor(stores[i], 0)
+	}
+	var ids [2][]uint64
+	turn := 0
+	return func(ctx context.Context, key string) (bool, error) {
+		st := turn % 2
+		turn++
+		res, err := stores[st].Reserve(ctx, key, batchedSendsPolicy, deferredAtOnce)
+		if err != nil || !res.OK || res.Wait != 0 {
+			return false, err
+		}
+		ids[st] = append(ids[st], res.ID)
+		if turn%32 != 0 {
+			return true, nil
+		}
+		for i := range ids[0] {
+			stores[0].Sent(key, ids[0][i])
+			stores[1].Sent(key, ids[1][i])
+		}
+		ids = [2][]uint64{}
+		redisstore.FlushSent(stores[0])
+		redisstore.FlushSent(stores[1])
+		return true, nil
 	}
 }}
 
