@@ -47,6 +47,18 @@ local earlier
 -- written, for the same reason.
 local ring, loaded, none = {}, false, {}
 
+-- The tables lua/sent.lua fills on every call, kept from call to call for
+-- the same reason, and emptied by cleared: the send's names, the instants
+-- their requests left, its reply, the entries leaving W and the instants
+-- going into the ring.
+local sentNames, sentLefts, sentOut, sentGone, sentAts = {}, {}, {}, {}, {}
+
+-- cleared empties the array t and returns it.
+local function cleared(t)
+  for i = #t, 1, -1 do t[i] = nil end
+  return t
+end
+
 -- The functions the scripts use most, kept as locals: a library's global
 -- is looked up in two tables on every use. The first call's begin sets
 -- them: a library's code cannot reach them while it loads.
@@ -528,6 +540,34 @@ local function ringAdd(at, limit)
   ringWrite(ring.n, {at})
   ring.n = ring.n + 1
   ring.l = at
+end
+
+-- ringAddMany adds sends at instants ats (in any order; sorted here) to a
+-- ring of at most limit places, as ringAdd would one by one. With room for
+-- them all, that is one read of the ring's sends later than the earliest
+-- of them and one write: a batch of another process's sends lands among
+-- this one's. The caller writes ringFields to M.
+local function ringAddMany(ats, limit)
+  if #ats == 1 then return ringAdd(ats[1], limit) end
+  if ring.c == 0 or ring.n + #ats > ring.c then
+    for _, at in ipairs(ats) do ringAdd(at, limit) end
+    return
+  end
+  ring.limit = max(limit, 1)
+  table.sort(ats)
+  local later = none
+  if ring.n > 0 and ats[1] < ring.l then later = ringAfter(ats[1]) end
+  local merged, i, j = {}, 1, 1
+  while i <= #ats or j <= #later do
+    if j > #later or (i <= #ats and ats[i] <= later[j]) then
+      merged[#merged + 1], i = ats[i], i + 1
+    else
+      merged[#merged + 1], j = later[j], j + 1
+    end
+  end
+  ringWrite(ring.n - #later, merged)
+  ring.n = ring.n + #ats
+  ring.l = merged[#merged]
 end
 
 -- lthOf returns the limit-th latest instant of the entries ws (instants,

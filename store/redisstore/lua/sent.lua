@@ -17,44 +17,88 @@ local asks = ARGV[3] == '1'
 ringLoad()
 -- The limit the ring grows to; before it exists, the policy's as renew
 -- records it.
-local limit, moved, shared = ring.limit, false, mixed()
+local limit, shared = ring.limit, mixed()
 if limit == 0 then limit = hnum('limit') end
+
+-- The entries' scores, read at once; no entry is named twice.
+local names = cleared(sentNames)
+for i = 4, #ARGV - 1, 2 do
+  local name = ARGV[i]
+  if string.byte(name) == 45 then name = string.sub(name, 2) end -- '-'
+  names[#names + 1] = name
+end
+local scores = none
+if #names > 0 then scores = call('ZMSCORE', W, unpack(names)) end
 
 -- Each send moves to the instant it left, or stays at its slot when that
 -- is later: into the ring, or, while a process of an earlier version
--- shares the budget, within W, where that version counts it. (Written
--- out rather than as local functions, which every call would make anew.)
-local out = {}
-for i = 4, #ARGV - 1, 2 do
-  local name, at, code = ARGV[i], now + tonum(ARGV[i + 1]), 0
-  local s = false
-  if string.byte(name) == 45 then -- '-'
-    call('ZREM', W, string.sub(name, 2))
+-- shares the budget, within W, where that version counts it. Those that
+-- leave W go in one ZREM (gone), and into the ring all at once (ats),
+-- after the loop; a read of W in the loop removes them first. Moved, a
+-- send may crowd a reservation a timespan after its slot: when no entry
+-- of W lies a timespan after the earliest slot of those that move (one
+-- read, before any has moved), none does, and W gains no such entry
+-- meanwhile unless sends move within it. (Written out rather than as
+-- local functions, which every call would make anew.)
+local lefts, early = cleared(sentLefts), nil
+for k = 1, #names do
+  local at, s = now + tonum(ARGV[3 + 2 * k]), scores[k]
+  lefts[k] = at
+  if s then
+    if string.byte(ARGV[2 + 2 * k]) == 45 then
+      s = false -- a leased reservation to drop
+    else
+      s = tonum(s)
+      if s < at and (not early or s < early) then early = s end
+    end
+    scores[k] = s
+  end
+end
+local clear = true
+if early then
+  clear = not shared and #call('ZRANGEBYSCORE', W, num(early + span), '+inf', 'LIMIT', 0, 1) == 0
+end
+local out, gone, ats = cleared(sentOut), cleared(sentGone), cleared(sentAts)
+for k = 1, #names do
+  local name, at, s, code = names[k], lefts[k], scores[k], 0
+  if s == false and names[k] ~= ARGV[2 + 2 * k] then
+    gone[#gone + 1] = name -- '-' and its name: a leased reservation
     code = 1
-  else
-    s = call('ZSCORE', W, name)
-    if not s then code = -1 end
+  elseif not s then
+    code = -1
   end
   if s then
-    s = tonum(s)
     if s >= at then
       at = s
-    elseif #call('ZRANGEBYSCORE', W, num(s + span), '+inf', 'LIMIT', 0, 1) > 0 or (asks and hnum('cd') > at) then
-      call('ZREM', W, name)
-      call('ZADD', W, num(s), string.sub(name, 2))
-      code = -2
+    else
+      local crowds = false
+      if not clear then
+        if #gone > 0 then
+          call('ZREM', W, unpack(gone))
+          cleared(gone)
+        end
+        crowds = #call('ZRANGEBYSCORE', W, num(s + span), '+inf', 'LIMIT', 0, 1) > 0
+      end
+      if crowds or (asks and hnum('cd') > at) then
+        call('ZREM', W, name)
+        call('ZADD', W, num(s), string.sub(name, 2))
+        code = -2
+      end
     end
   end
   if code == 0 then
     if shared then
       call('ZADD', W, num(at), name)
     else
-      call('ZREM', W, name)
-      ringAdd(at, limit)
-      moved = true
+      gone[#gone + 1] = name
+      ats[#ats + 1] = at
     end
   end
   out[#out + 1] = code
 end
-if moved then call('HSET', M, ringFields()) end
+if #gone > 0 then call('ZREM', W, unpack(gone)) end
+if #ats > 0 then
+  ringAddMany(ats, limit)
+  call('HSET', M, ringFields())
+end
 return out
