@@ -133,15 +133,7 @@ func TestRedisBatchesOfTwoProcessesInterleave(t *testing.T) {
 	ctx := context.Background()
 	p := store.Policy{Strategy: store.StrategyWindow, Limit: 4, Timespan: 10 * time.Second}
 	stores := []*redisstore.Store{a, b}
-	ids := map[*redisstore.Store][]uint64{}
-	for range 2 {
-		for _, s := range stores {
-			r, err := s.Reserve(ctx, "k", p, deferredAtOnce)
-			require.NoError(t, err)
-			require.Zero(t, r.Wait)
-			ids[s] = append(ids[s], r.ID)
-		}
-	}
+	ids := map[*redisstore.Store][]uint64{a: reserveDeferred(t, a, p, 2), b: reserveDeferred(t, b, p, 2)} // slots at 0s
 	advance := func(d time.Duration) {
 		for _, s := range stores {
 			redisstore.Advance(s, d)
@@ -160,6 +152,6 @@ func TestRedisBatchesOfTwoProcessesInterleave(t *testing.T) {
 	for i, want := range []time.Duration{6 * time.Second, 7 * time.Second, 8 * time.Second, 9 * time.Second} {
 		r, err := a.Reserve(ctx, "k", p, anyWait)
 		require.NoError(t, err)
-		assert.InDelta(t, float64(want), float64(r.Wait), float64(redisTolerance), "request %d comes a timespan after the send it follows, at %ds", i, i+1)
+		assert.InDelta(t, float64(want), float64(r.Wait), float64(redisTolerance), "request %d comes a timespan after the send at %ds", i, i+1)
 	}
 }

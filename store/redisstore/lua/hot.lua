@@ -48,7 +48,7 @@ local earlier
 local ring, loaded, none = {}, false, {}
 
 -- The tables lua/sent.lua fills on every call, kept from call to call for
--- the same reason, and emptied by cleared: the send's names, the instants
+-- the same reason, and emptied by cleared: the sends' names, the instants
 -- their requests left, its reply, the entries leaving W and the instants
 -- going into the ring.
 local sentNames, sentLefts, sentOut, sentGone, sentAts = {}, {}, {}, {}, {}
