@@ -468,16 +468,25 @@ local function ringAfter(x)
   return out
 end
 
--- ringInsert adds a send at instant at, earlier than the ring's latest,
--- to a ring with room: the sends after it move a place on. A send comes
+-- ringMerge adds sends at instants ats, in order, to a ring with room for
+-- them all: the ring's sends later than the earliest of them, read from
+-- the latest back, are written anew with them, in order. A send comes
 -- late when it is recorded after later ones: those of other processes,
 -- or of this one's other batches (see sent.lua).
-local function ringInsert(at)
-  local later = ringAfter(at)
-  local from = ring.n - #later
-  table.insert(later, 1, at)
-  ringWrite(from, later)
-  ring.n = ring.n + 1
+local function ringMerge(ats)
+  local later = none
+  if ring.n > 0 and ats[1] < ring.l then later = ringAfter(ats[1]) end
+  local merged, i, j = {}, 1, 1
+  while i <= #ats or j <= #later do
+    if j > #later or (i <= #ats and ats[i] <= later[j]) then
+      merged[#merged + 1], i = ats[i], i + 1
+    else
+      merged[#merged + 1], j = later[j], j + 1
+    end
+  end
+  ringWrite(ring.n - #later, merged)
+  ring.n = ring.n + #ats
+  ring.l = merged[#merged]
 end
 
 -- ringAdd adds a send at instant at to a ring of at most limit places.
@@ -501,7 +510,7 @@ local function ringAdd(at, limit)
       if ringRead(0, 1)[1] > at then return end
       ring.h, ring.n = (ring.h + 1) % ring.c, ring.n - 1
     end
-    ringInsert(at)
+    ringMerge({at})
     return
   end
   local grow = false
@@ -534,7 +543,7 @@ local function ringAdd(at, limit)
   -- later: the send takes its place. (A full ring took the cases above at
   -- its limit, and was written anew below it.)
   if ring.n > 0 and at < ring.l then
-    ringInsert(at)
+    ringMerge({at})
     return
   end
   ringWrite(ring.n, {at})
@@ -544,9 +553,9 @@ end
 
 -- ringAddMany adds sends at instants ats (in any order; sorted here) to a
 -- ring of at most limit places, as ringAdd would one by one. With room for
--- them all, that is one read of the ring's sends later than the earliest
--- of them and one write: a batch of another process's sends lands among
--- this one's. The caller writes ringFields to M.
+-- them all, that is one merge (one read of the ring's sends later than the
+-- earliest of them and one write): a batch of another process's sends
+-- lands among this one's. The caller writes ringFields to M.
 local function ringAddMany(ats, limit)
   if #ats == 1 then return ringAdd(ats[1], limit) end
   if ring.c == 0 or ring.n + #ats > ring.c then
@@ -555,19 +564,7 @@ local function ringAddMany(ats, limit)
   end
   ring.limit = max(limit, 1)
   table.sort(ats)
-  local later = none
-  if ring.n > 0 and ats[1] < ring.l then later = ringAfter(ats[1]) end
-  local merged, i, j = {}, 1, 1
-  while i <= #ats or j <= #later do
-    if j > #later or (i <= #ats and ats[i] <= later[j]) then
-      merged[#merged + 1], i = ats[i], i + 1
-    else
-      merged[#merged + 1], j = later[j], j + 1
-    end
-  end
-  ringWrite(ring.n - #later, merged)
-  ring.n = ring.n + #ats
-  ring.l = merged[#merged]
+  ringMerge(ats)
 end
 
 -- lthOf returns the limit-th latest instant of the entries ws (instants,
