@@ -434,7 +434,8 @@ func (s *Store) reserveLeasing(ctx context.Context, b *redisBudget, p store.Poli
 	if p.Strategy == store.StrategyLinear {
 		interval := micros(max(span/time.Duration(limit), time.Microsecond))
 		args := s.argsAt(p, here, offset, 1, limitN, maxWait, jitter, heldN, aheadN, last, interval, interval*int64(max(p.Burst, 1)-1), est, estMark, released)
-		return s.reserveReply(ctx, b, scriptReserveLinear, append(args, s.member(order)), here)
+		member := s.member(order)
+		return s.reserveReply(ctx, b, scriptReserveLinear, append(args, member), member, here)
 	}
 	first, latest := latestHeld(held, limit)
 	// How a request admitted at once is recorded: a send (1), one kept
@@ -450,11 +451,12 @@ func (s *Store) reserveLeasing(ctx context.Context, b *redisBudget, p store.Poli
 		atOnce = 2
 	}
 	args := s.argsAt(p, here, offset, 2, limitN, maxWait, jitter, heldN, aheadN, last, int64(first), est, estMark, atOnce, released, int64(ask.n), int64(ask.first))
-	args = append(args, s.member(order))
+	member := s.member(order)
+	args = append(args, member)
 	if len(held) > 0 {
 		args = append(args, latest)
 	}
-	return s.reserveReply(ctx, b, scriptReserveWindow, args, here)
+	return s.reserveReply(ctx, b, scriptReserveWindow, args, member, here)
 }
 
 // doubles are numbers as big-endian doubles, one argument that a script
@@ -491,27 +493,42 @@ func (d *doubles) add(xs ...int64) {
 func (d *doubles) MarshalBinary() ([]byte, error) { return d.b[:8*d.n], nil }
 
 // reserveReply runs reserve script sc with args, whose presence flag is
-// here, and reads its reply.
-func (s *Store) reserveReply(ctx context.Context, b *redisBudget, sc *script, args []any, here int64) (reply, error) {
+// here, for the reservation named member, and reads its reply.
+func (s *Store) reserveReply(ctx context.Context, b *redisBudget, sc *script, args []any, member string, here int64) (reply, error) {
 	v, err := s.call(ctx, sc, b, args)
 	if err != nil {
 		return reply{}, err
 	}
 	// {status, plus 4 while a cooldown lasts, plus 8 per reservation
-	// leased with it, wait, now, mark, base, member}, then the processes
-	// and this one's rank when counted (see answer in lua/hot.lua).
+	// leased with it, plus 256 and 512 when the mark and the member
+	// follow, wait, now, base}, then the mark unless it is base, the
+	// member unless it is the one asked for (the last argument but the
+	// held requests' slots), and the processes and this one's rank when
+	// counted (see answer in lua/hot.lua).
 	a, ok := v.([]any)
-	if !ok || (len(a) != 6 && len(a) != 8) {
+	if !ok || len(a) < 4 {
 		return reply{}, fmt.Errorf("store: unexpected reply %v", v)
 	}
 	n := func(i int) int64 { x, _ := a[i].(int64); return x }
-	rep := reply{status: n(0) & 3, wait: time.Duration(n(1)) * time.Microsecond, cooling: n(0)&4 != 0, now: n(2), mark: n(3), base: n(4), leased: n(0) >> 3}
-	rep.member, _ = a[5].(string)
+	code := n(0)
+	rep := reply{status: code & 3, wait: time.Duration(n(1)) * time.Microsecond, cooling: code&4 != 0, now: n(2), base: n(3), leased: code & 255 >> 3}
+	rep.mark, rep.member = rep.base, member
+	i := 4
+	if code&256 != 0 && i < len(a) {
+		rep.mark, i = n(i), i+1
+	}
+	if code&512 != 0 && i < len(a) {
+		rep.member, _ = a[i].(string)
+		i++
+	}
+	if len(a) != i && len(a) != i+2 {
+		return reply{}, fmt.Errorf("store: unexpected reply %v", v)
+	}
 	if rep.status == recorded && rep.wait > 0 && here == hereIfAhead {
 		b.lastHere.Store(s.localMicros()) // the script refreshed the presence
 	}
-	if len(a) == 8 {
-		s.counted(b, n(6), n(7))
+	if len(a) == i+2 {
+		s.counted(b, n(i), n(i+1))
 	}
 	s.skew.Store(rep.now - s.localMicros())
 	return rep, nil

@@ -76,8 +76,9 @@ local function begin(k, a)
   offset, w, ttl, span, refresh = sunpack('>ddddd', a[1])
   windowed, proc = w == 1, a[2]
   local clock = call('TIME')
-  now = tonum(clock[1]) * 1000000 + tonum(clock[2]) + offset
-  renewEvery = max(span, 60000000)
+  now = clock[1] * 1000000 + clock[2] + offset
+  renewEvery = span
+  if renewEvery < 60000000 then renewEvery = 60000000 end
   rank, earlier, loaded = -1, nil, false
 end
 
@@ -346,13 +347,27 @@ local function claim(nf, t0, slot, member, maxwait, sends)
 end
 
 -- answer returns a reserve's reply (see reserve_window.lua): {status,
--- plus 4 while a cooldown lasts (cooling 1), wait µs, now µs, mark µs,
--- base µs, the name recorded}, then, when this call counted them, the
--- processes sharing the budget and this one's rank. Each value returned
--- costs the server about 800 instructions.
+-- plus 4 while a cooldown lasts (cooling 1), wait µs, now µs, base µs},
+-- then the mark µs when it is not base (the code plus 256) and the name
+-- recorded when it is not member (plus 512), then, when this call counted
+-- them, the processes sharing the budget and this one's rank. Each value
+-- returned costs the server about 800 instructions: an admission at once
+-- returns four.
 local function answer(status, wait, cooling, mark, procs, base, name)
-  if procs < 0 then return {status + 4 * cooling, wait, now, mark, base, name} end
-  return {status + 4 * cooling, wait, now, mark, base, name, procs, rank}
+  local out = {status + 4 * cooling, wait, now, base}
+  if mark ~= base then
+    out[1] = out[1] + 256
+    out[5] = mark
+  end
+  if name ~= ARGV[3] then
+    out[1] = out[1] + 512
+    out[#out + 1] = name
+  end
+  if procs >= 0 then
+    out[#out + 1] = procs
+    out[#out + 1] = rank
+  end
+  return out
 end
 
 -- jitter returns the part of j that keeps a wait within maxwait.
@@ -492,7 +507,7 @@ end
 -- ringAdd adds a send at instant at to a ring of at most limit places.
 -- The caller writes ringFields to M.
 local function ringAdd(at, limit)
-  limit = max(limit, 1)
+  if limit < 1 then limit = 1 end
   ring.limit = limit
   local full = ring.n == ring.c
   if ring.c > 0 and (not full or ring.c >= limit) then
@@ -574,9 +589,14 @@ end
 -- when there are fewer than limit entries. It reads from the ring only the
 -- sends that can be that one.
 local function lthOf(ws, limit, skip)
-  local n = max(ring.n - skip, 0)
-  local lo, hi = max(limit - n, 0), min(#ws, limit)
+  -- (Comparisons rather than math.max and math.min, which cost a C call
+  -- each, on every decision.)
+  local n, hi = ring.n - skip, #ws
+  if n < 0 then n = 0 end
+  if hi > limit then hi = limit end
+  local lo = limit - n
   if lo > hi then return nil end
+  if lo < 0 then lo = 0 end
   -- s_iMax (the earliest needed) to s_iMin, in order.
   local iMin, iMax = max(limit - hi, 1), limit - lo
   local s = ringRead(n - iMax, n - iMin + 1)

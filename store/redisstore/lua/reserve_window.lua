@@ -28,7 +28,8 @@ local member = ARGV[3]
 local sends = atOnce ~= 0
 
 local st = call('HMGET', M, 'cd', 'nf', 'hot')
-local cd = tonum(st[1]) or 0
+local cd = 0
+if st[1] then cd = tonum(st[1]) end
 ringOf(st[3])
 renew(ring.ren, cd, limit)
 local procs = here(false)
@@ -57,11 +58,14 @@ end
 local cooling = 0
 if cd > now then cooling = 1 end
 local last = lastSlot()
-local t0 = max(now, cd, last)
+local t0 = now
+if cd > t0 then t0 = cd end
+if last > t0 then t0 = last end
 
 -- The earliest instant for the request, after the held ones: no earlier
 -- than the L-th latest send plus one span, nor than the latest slot given.
-local slot = max(t0, heldFloor)
+local slot = t0
+if heldFloor > slot then slot = heldFloor end
 local after = 0 -- the L-th latest instant plus one span
 if held == 0 then
   local ws = none
@@ -92,7 +96,7 @@ else
   end
   if lth then after = lth + span end
 end
-slot = max(slot, after)
+if after > slot then slot = after end
 
 -- A held request keeps the slot it was estimated, jitter and all, as if
 -- it had been recorded then: where what was recorded since leaves room for
@@ -116,7 +120,8 @@ end
 -- A released slot between the cooldown's end and that instant is claimed.
 local nf = 0
 if st[2] and st[2] ~= '0' then nf = tonum(st[2]) end
-local at, claimed = claim(nf, max(now, cd), slot, member, maxwait, sends)
+local at, claimed
+if nf > 0 then at, claimed = claim(nf, max(now, cd), slot, member, maxwait, sends) end
 if at then
   if at - now > maxwait then return answer(0, at - now, cooling, at, procs, at, member) end
   return answer(1, at - now, cooling, at, procs, at, claimed)
