@@ -2,6 +2,8 @@ package redisstore_test
 
 import (
 	"context"
+	"encoding/binary"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -51,7 +53,7 @@ func BenchmarkRedisInstructions(b *testing.B) {
 	}
 	const warm, n = 300, 1000
 	ctx := context.Background()
-	for _, k := range append(slices.Clone(redisKinds), waiterKind, batchedSendsKind) {
+	for _, k := range append(slices.Clone(redisKinds), waiterKind, batchedSendsKind, oneStringKind) {
 		b.Run(k.name, func(b *testing.B) {
 			dir := b.TempDir()
 			out := filepath.Join(dir, "callgrind.out")
@@ -142,6 +144,69 @@ var batchedSendsKind = redisKind{"window-2-processes-batched-sends", func(tb tes
 		return true, nil
 	}
 }}
+
+// oneStringKind is no decision of the store: it is what a window
+// admission at once would cost at least on a layout that kept the hot
+// field, the cooldown and the count of freed slots at the head of the
+// ring's string, a reference as the bare EVALSHA is. Its function takes
+// two keys (the ring's string and :w) and one argument, and runs only the
+// commands such a decision needs, with none of the rules between them:
+// TIME, a GETRANGE of the head, ZCARD, a SETRANGE of the send and one of
+// the head, and returns four values.
+var oneStringKind = redisKind{"one-string-layout-commands", func(tb testing.TB, c *redis.Client) redisAdmit {
+	ctx := context.Background()
+	if err := c.FunctionLoadReplace(ctx, oneStringLibrary).Err(); err != nil {
+		tb.Fatal(err)
+	}
+	arg := packedFloats(1_000_000, 1e9, 1e4)
+	made := map[string]bool{}
+	return func(ctx context.Context, key string) (bool, error) {
+		keys := []string{"{" + key + "}:s", "{" + key + "}:w"}
+		if !made[key] {
+			head := make([]byte, 64+1024*8) // a ring of 1,024 places
+			copy(head[16:], packedFloats(1024))
+			if err := c.Set(ctx, keys[0], head, 0).Err(); err != nil {
+				return false, err
+			}
+			if err := c.ZAdd(ctx, keys[1], redis.Z{Member: "!"}).Err(); err != nil {
+				return false, err
+			}
+			made[key] = true
+		}
+		v, err := c.FCall(ctx, "one_string_admit", keys, arg).Slice()
+		return err == nil && len(v) == 4 && v[0] == int64(1), err
+	}
+}}
+
+// oneStringLibrary is oneStringKind's function.
+const oneStringLibrary = `#!lua name=reference_one_string
+local call, sunpack, spack
+redis.register_function('one_string_admit', function(k, a)
+  if not call then call, sunpack, spack = redis.call, struct.unpack, struct.pack end
+  local S, W = k[1], k[2]
+  local limit, maxwait, span = sunpack('>ddd', a[1])
+  local t = call('TIME')
+  local now = t[1] * 1000000 + t[2]
+  local h, n, c, l, lim, last, cd, nf = sunpack('>dddddddd', call('GETRANGE', S, '0', '63'))
+  local nw = call('ZCARD', W)
+  local slot = now
+  if cd > slot then slot = cd end
+  if last > slot then slot = last end
+  call('SETRANGE', S, 64 + (h + n) % c * 8, spack('>d', slot))
+  if n == c then h = (h + 1) % c else n = n + 1 end
+  call('SETRANGE', S, '0', spack('>dddddddd', h, n, c, slot, lim, slot, cd, nf))
+  return {1, 0, now, slot}
+end)
+`
+
+// packedFloats returns xs as big-endian doubles.
+func packedFloats(xs ...float64) []byte {
+	out := make([]byte, 0, 8*len(xs))
+	for _, x := range xs {
+		out = binary.BigEndian.AppendUint64(out, math.Float64bits(x))
+	}
+	return out
+}
 
 // keepDump copies the dump file of kind into callgrindOutEnv's directory,
 // when set.
