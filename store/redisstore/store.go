@@ -492,6 +492,14 @@ func (d *doubles) add(xs ...int64) {
 // MarshalBinary implements encoding.BinaryMarshaler.
 func (d *doubles) MarshalBinary() ([]byte, error) { return d.b[:8*d.n], nil }
 
+// b2i is 1 for true, 0 for false.
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // reserveReply runs reserve script sc with args, whose presence flag is
 // here, for the reservation named member, and reads its reply.
 func (s *Store) reserveReply(ctx context.Context, b *redisBudget, sc *script, args []any, member string, here int64) (reply, error) {
@@ -506,23 +514,23 @@ func (s *Store) reserveReply(ctx context.Context, b *redisBudget, sc *script, ar
 	// held requests' slots), and the processes and this one's rank when
 	// counted (see answer in lua/hot.lua).
 	a, ok := v.([]any)
-	if !ok || len(a) < 4 {
+	var code int64
+	if ok && len(a) > 0 {
+		code, _ = a[0].(int64)
+	}
+	hasMark, hasMember := code&256 != 0, code&512 != 0
+	i := 4 // where the mark, the member and the count follow
+	if want := i + b2i(hasMark) + b2i(hasMember); !ok || (len(a) != want && len(a) != want+2) {
 		return reply{}, fmt.Errorf("store: unexpected reply %v", v)
 	}
 	n := func(i int) int64 { x, _ := a[i].(int64); return x }
-	code := n(0)
-	rep := reply{status: code & 3, wait: time.Duration(n(1)) * time.Microsecond, cooling: code&4 != 0, now: n(2), base: n(3), leased: code & 255 >> 3}
-	rep.mark, rep.member = rep.base, member
-	i := 4
-	if code&256 != 0 && i < len(a) {
+	rep := reply{status: code & 3, wait: time.Duration(n(1)) * time.Microsecond, cooling: code&4 != 0, now: n(2), mark: n(3), base: n(3), member: member, leased: (code & 255) >> 3}
+	if hasMark {
 		rep.mark, i = n(i), i+1
 	}
-	if code&512 != 0 && i < len(a) {
+	if hasMember {
 		rep.member, _ = a[i].(string)
 		i++
-	}
-	if len(a) != i && len(a) != i+2 {
-		return reply{}, fmt.Errorf("store: unexpected reply %v", v)
 	}
 	if rep.status == recorded && rep.wait > 0 && here == hereIfAhead {
 		b.lastHere.Store(s.localMicros()) // the script refreshed the presence
