@@ -31,8 +31,11 @@ local st = call('HMGET', M, 'cd', 'nf', 'hot')
 local cd = 0
 if st[1] then cd = tonum(st[1]) end
 ringOf(st[3])
-renew(ring.ren, cd, limit)
-local procs = here(false)
+-- (Each call of a function costs a decision some 600 instructions: those
+-- that would only return are not made.)
+if ring.ren <= now then renew(ring.ren, cd, limit) end
+local procs = -1
+if refresh == 1 then procs = here(false) end
 -- W's latest entries, up to limit. Those a timespan past count for
 -- nothing; they go when they are among them, or W holds more. The
 -- placeholder at 0 (see renew) is always the earliest, and alone, which
@@ -73,8 +76,11 @@ if held == 0 then
     ws = {}
     for k = 2, #w, 2 do ws[k / 2] = tonum(w[k]) end
   end
-  local lth = lthOf(ws, limit, 0)
-  if lth then after = lth + span end
+  -- With fewer entries than the limit, there is no L-th latest.
+  if #ws + ring.n >= limit then
+    local lth = lthOf(ws, limit, 0)
+    if lth then after = lth + span end
+  end
 else
   -- The L-th latest of the recorded instants (R) and the held slots (H),
   -- R_i and H_j being the i-th and j-th latest, is the latest of
