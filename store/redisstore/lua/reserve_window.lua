@@ -29,7 +29,7 @@ local sends = atOnce ~= 0
 
 local st = call('HMGET', M, 'cd', 'nf', 'hot')
 local cd = 0
-if st[1] then cd = tonum(st[1]) end
+if st[1] then cd = tonum(st[1]) or 0 end
 ringOf(st[3])
 -- (Each call of a function costs a decision some 600 instructions: those
 -- that would only return are not made.)
