@@ -20,12 +20,15 @@ ringLoad()
 local limit, shared = ring.limit, mixed()
 if limit == 0 then limit = hnum('limit') end
 
--- The entries' scores, read at once; no entry is named twice.
-local names = cleared(sentNames)
+-- The entries' scores, read at once; no entry is named twice. Each
+-- send's answer starts as 1 for a leased reservation to drop ('-' and its
+-- name), else 0.
+local names, out = cleared(sentNames), cleared(sentOut)
 for i = 4, #ARGV - 1, 2 do
-  local name = ARGV[i]
-  if string.byte(name) == 45 then name = string.sub(name, 2) end -- '-'
+  local name, code = ARGV[i], 0
+  if string.byte(name) == 45 then name, code = string.sub(name, 2), 1 end -- '-'
   names[#names + 1] = name
+  out[#out + 1] = code
 end
 local scores = none
 if #names > 0 then scores = call('ZMSCORE', W, unpack(names)) end
@@ -44,26 +47,23 @@ local lefts, early = cleared(sentLefts), nil
 for k = 1, #names do
   local at, s = now + tonum(ARGV[3 + 2 * k]), scores[k]
   lefts[k] = at
-  if s then
-    if string.byte(ARGV[2 + 2 * k]) == 45 then
-      s = false -- a leased reservation to drop
-    else
-      s = tonum(s)
-      if s < at and (not early or s < early) then early = s end
-    end
-    scores[k] = s
+  if out[k] == 1 then
+    s = false -- a leased reservation to drop
+  elseif s then
+    s = tonum(s)
+    if s < at and (not early or s < early) then early = s end
   end
+  scores[k] = s
 end
 local clear = true
 if early then
   clear = not shared and #call('ZRANGEBYSCORE', W, num(early + span), '+inf', 'LIMIT', 0, 1) == 0
 end
-local out, gone, ats = cleared(sentOut), cleared(sentGone), cleared(sentAts)
+local gone, ats = cleared(sentGone), cleared(sentAts)
 for k = 1, #names do
-  local name, at, s, code = names[k], lefts[k], scores[k], 0
-  if s == false and names[k] ~= ARGV[2 + 2 * k] then
-    gone[#gone + 1] = name -- '-' and its name: a leased reservation
-    code = 1
+  local name, at, s, code = names[k], lefts[k], scores[k], out[k]
+  if code == 1 then
+    gone[#gone + 1] = name -- a leased reservation
   elseif not s then
     code = -1
   end
@@ -94,7 +94,7 @@ for k = 1, #names do
       ats[#ats + 1] = at
     end
   end
-  out[#out + 1] = code
+  out[k] = code
 end
 if #gone > 0 then call('ZREM', W, unpack(gone)) end
 if #ats > 0 then
