@@ -152,7 +152,7 @@ var batchedSendsKind = redisKind{"window-2-processes-batched-sends", func(tb tes
 // two keys (the ring's string and :w) and one argument, and runs only the
 // commands such a decision needs, with none of the rules between them:
 // TIME, a GETRANGE of the head, ZCARD, a SETRANGE of the send and one of
-// the head, and returns four values.
+// the head, and returns four numbers in one string, as a reserve does.
 var oneStringKind = redisKind{"one-string-layout-commands", func(tb testing.TB, c *redis.Client) redisAdmit {
 	ctx := context.Background()
 	if err := c.FunctionLoadReplace(ctx, oneStringLibrary).Err(); err != nil {
@@ -173,8 +173,8 @@ var oneStringKind = redisKind{"one-string-layout-commands", func(tb testing.TB, 
 			}
 			made[key] = true
 		}
-		v, err := c.FCall(ctx, "one_string_admit", keys, arg).Slice()
-		return err == nil && len(v) == 4 && v[0] == int64(1), err
+		v, err := c.FCall(ctx, "one_string_admit", keys, arg).Text()
+		return err == nil && len(v) == 32 && v[:16] == string(packedFloats(1, 0)), err
 	}
 }}
 
@@ -195,7 +195,7 @@ redis.register_function('one_string_admit', function(k, a)
   call('SETRANGE', S, 64 + (h + n) % c * 8, spack('>d', slot))
   if n == c then h = (h + 1) % c else n = n + 1 end
   call('SETRANGE', S, '0', spack('>dddddddd', h, n, c, slot, lim, slot, cd, nf))
-  return {1, 0, now, slot}
+  return spack('>dddd', 1, 0, now, slot)
 end)
 `
 

@@ -203,11 +203,8 @@ func (s *Store) recordBatch(ctx context.Context, xs []sentSend) {
 		args = append(args, x.rec.member, s.offsetAt(x.at)-offset)
 	}
 	v, err := s.call(ctx, scriptSent, b, args)
-	codes, _ := v.([]any)
-	if err != nil || len(codes) != len(xs) {
-		if err == nil {
-			err = fmt.Errorf("store: unexpected reply %v", v)
-		}
+	codes, err := sentCodes(v, err, len(xs))
+	if err != nil {
 		for _, x := range xs {
 			if !x.drop {
 				_, _ = s.failedConfirm(ctx, b, x.id, 0, err)
@@ -219,8 +216,7 @@ func (s *Store) recordBatch(ctx context.Context, xs []sentSend) {
 		if x.drop {
 			continue
 		}
-		code, _ := codes[i].(int64)
-		if done, _ := s.sentAtOnce(b, x.id, x.rec, p, x.at, code); !done {
+		if done, _ := s.sentAtOnce(b, x.id, x.rec, p, x.at, sentCode(codes, i)); !done {
 			s.recordSent(ctx, x)
 		}
 	}
@@ -262,15 +258,34 @@ func (s *Store) confirmAtOnce(ctx context.Context, b *redisBudget, id uint64, re
 		asks = "1"
 	}
 	v, err := s.call(ctx, scriptSent, b, append(args, asks, rec.member, at))
+	codes, err := sentCodes(v, err, 1)
 	if err != nil {
 		return false, err
 	}
-	a, _ := v.([]any)
-	if len(a) != 1 {
-		return false, fmt.Errorf("store: unexpected reply %v", v)
+	return s.sentAtOnce(b, id, rec, p, leftAt, sentCode(codes, 0))
+}
+
+// sentCodes checks sent.lua's reply v for n sends, or returns the call's
+// error: a code per send, or 0 alone when every code is 0 or 1 (codes is
+// then nil; see sentCode).
+func sentCodes(v any, err error, n int) (codes []any, _ error) {
+	if err != nil || v == int64(0) {
+		return nil, err
 	}
-	code, _ := a[0].(int64)
-	return s.sentAtOnce(b, id, rec, p, leftAt, code)
+	a, ok := v.([]any)
+	if !ok || len(a) != n {
+		return nil, fmt.Errorf("store: unexpected reply %v", v)
+	}
+	return a, nil
+}
+
+// sentCode returns the i-th send's code of codes from sentCodes.
+func sentCode(codes []any, i int) int64 {
+	if codes == nil {
+		return 0
+	}
+	c, _ := codes[i].(int64)
+	return c
 }
 
 // sentAtOnce applies the code sent.lua answered for reservation id,

@@ -492,12 +492,57 @@ func (d *doubles) add(xs ...int64) {
 // MarshalBinary implements encoding.BinaryMarshaler.
 func (d *doubles) MarshalBinary() ([]byte, error) { return d.b[:8*d.n], nil }
 
+// doubleAt returns the big-endian double at byte i of s, as an integer.
+func doubleAt(s string, i int) int64 {
+	var u uint64
+	for _, c := range []byte(s[i : i+8]) {
+		u = u<<8 | uint64(c)
+	}
+	return int64(math.Float64frombits(u))
+}
+
 // b2i is 1 for true, 0 for false.
 func b2i(b bool) int {
 	if b {
 		return 1
 	}
 	return 0
+}
+
+// decodeReply reads a reserve script's reply v for the reservation named
+// member (see answer in lua/hot.lua), and the processes sharing the
+// budget and this one's rank when the script counted them (procs -1: not
+// counted). The reply is one string of big-endian doubles: the status,
+// plus 4 while a cooldown lasts, plus 8 per reservation leased with it,
+// plus 256, 1024 and 512 when the mark, the count and the member follow;
+// the wait, now and base; then the mark unless it is base, the processes
+// and the rank when counted, and last, as text, the member unless it is
+// the one asked for.
+func decodeReply(v any, member string) (rep reply, procs, rank int64, err error) {
+	a, ok := v.(string)
+	if !ok || len(a) < 32 {
+		return reply{}, -1, -1, fmt.Errorf("store: unexpected reply %v", v)
+	}
+	code := doubleAt(a, 0)
+	hasMark, hasMember, hasCount := code&256 != 0, code&512 != 0, code&1024 != 0
+	end := 32 + 8*b2i(hasMark) + 16*b2i(hasCount) // where the member starts
+	if len(a) < end || hasMember == (len(a) == end) {
+		return reply{}, -1, -1, fmt.Errorf("store: unexpected reply %q", a)
+	}
+	base := doubleAt(a, 24)
+	rep = reply{status: code & 3, wait: time.Duration(doubleAt(a, 8)) * time.Microsecond, cooling: code&4 != 0, now: doubleAt(a, 16), mark: base, base: base, member: member, leased: (code & 255) >> 3}
+	procs, rank = -1, -1
+	i := 32
+	if hasMark {
+		rep.mark, i = doubleAt(a, i), i+8
+	}
+	if hasCount {
+		procs, rank = doubleAt(a, i), doubleAt(a, i+8)
+	}
+	if hasMember {
+		rep.member = a[end:]
+	}
+	return rep, procs, rank, nil
 }
 
 // reserveReply runs reserve script sc with args, whose presence flag is
@@ -507,36 +552,15 @@ func (s *Store) reserveReply(ctx context.Context, b *redisBudget, sc *script, ar
 	if err != nil {
 		return reply{}, err
 	}
-	// {status, plus 4 while a cooldown lasts, plus 8 per reservation
-	// leased with it, plus 256 and 512 when the mark and the member
-	// follow, wait, now, base}, then the mark unless it is base, the
-	// member unless it is the one asked for (the last argument but the
-	// held requests' slots), and the processes and this one's rank when
-	// counted (see answer in lua/hot.lua).
-	a, ok := v.([]any)
-	var code int64
-	if ok && len(a) > 0 {
-		code, _ = a[0].(int64)
+	rep, procs, rank, err := decodeReply(v, member)
+	if err != nil {
+		return reply{}, err
 	}
-	hasMark, hasMember := code&256 != 0, code&512 != 0
-	i := 4 // where the mark, the member and the count follow
-	if want := i + b2i(hasMark) + b2i(hasMember); !ok || (len(a) != want && len(a) != want+2) {
-		return reply{}, fmt.Errorf("store: unexpected reply %v", v)
-	}
-	n := func(i int) int64 { x, _ := a[i].(int64); return x }
-	rep := reply{status: code & 3, wait: time.Duration(n(1)) * time.Microsecond, cooling: code&4 != 0, now: n(2), mark: n(3), base: n(3), member: member, leased: (code & 255) >> 3}
-	if hasMark {
-		rep.mark, i = n(i), i+1
-	}
-	if hasMember {
-		rep.member, _ = a[i].(string)
-		i++
+	if procs >= 0 {
+		s.counted(b, procs, rank)
 	}
 	if rep.status == recorded && rep.wait > 0 && here == hereIfAhead {
 		b.lastHere.Store(s.localMicros()) // the script refreshed the presence
-	}
-	if len(a) == i+2 {
-		s.counted(b, n(i), n(i+1))
 	}
 	s.skew.Store(rep.now - s.localMicros())
 	return rep, nil
@@ -723,11 +747,16 @@ func (s *Store) confirm(ctx context.Context, b *redisBudget, id uint64, leftAt i
 	if err != nil {
 		return s.failedConfirm(ctx, b, id, 0, err)
 	}
+	// The µs left until its slot, or {that, the latest entries...} (see
+	// lua/confirm.lua).
+	left, ok := v.(int64)
 	a, _ := v.([]any)
-	if len(a) == 0 {
+	if len(a) > 0 {
+		left, ok = a[0].(int64)
+	}
+	if !ok {
 		return 0, fmt.Errorf("store: unexpected reply %v", v)
 	}
-	left, _ := a[0].(int64)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if len(a) > 1 {
