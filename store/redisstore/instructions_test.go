@@ -43,6 +43,16 @@ const (
 // instructions/op is the server's whole count divided by the decisions:
 // reading the request, the script, the reply; ns/op means nothing here.
 func BenchmarkRedisInstructions(b *testing.B) {
+	needCallgrind(b)
+	for _, k := range append(slices.Clone(redisKinds), waiterKind, batchedSendsKind, oneStringKind) {
+		b.Run(k.name, func(b *testing.B) { countInstructions(b, k) })
+	}
+}
+
+// needCallgrind skips b unless callgrindEnv asks for it, and fails it
+// when valgrind is missing.
+func needCallgrind(b *testing.B) {
+	b.Helper()
 	if os.Getenv(callgrindEnv) != "1" {
 		b.Skip("counts instructions under valgrind, fifty times slower: set " + callgrindEnv + "=1 to run it")
 	}
@@ -51,35 +61,36 @@ func BenchmarkRedisInstructions(b *testing.B) {
 			b.Fatalf("%s not found on PATH: install valgrind (Debian/Ubuntu: apt-get install -y valgrind)", tool)
 		}
 	}
+}
+
+// countInstructions reports the instructions per admission of kind k on a
+// server of its own under callgrind (see BenchmarkRedisInstructions).
+func countInstructions(b *testing.B, k redisKind) {
 	const warm, n = 300, 1000
 	ctx := context.Background()
-	for _, k := range append(slices.Clone(redisKinds), waiterKind, batchedSendsKind, oneStringKind) {
-		b.Run(k.name, func(b *testing.B) {
-			dir := b.TempDir()
-			out := filepath.Join(dir, "callgrind.out")
-			srv := redistest.StartUnder(b, []string{"valgrind", "--tool=callgrind", "--callgrind-out-file=" + out})
-			pid := strconv.Itoa(srv.Pid())
-			// Valgrind's server is slow: generous timeouts, no retries.
-			c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, DialTimeout: time.Minute,
-				ReadTimeout: time.Minute, WriteTimeout: time.Minute, PoolTimeout: time.Minute})
-			b.Cleanup(func() { _ = c.Close() })
-			admit := k.newAdmit(b, c)
-			decide := func(count int) {
-				for range count {
-					if ok, err := admit(ctx, benchref.Key); !ok || err != nil {
-						b.Fatalf("admitted at once = %v, %v", ok, err)
-					}
-				}
+	dir := b.TempDir()
+	out := filepath.Join(dir, "callgrind.out")
+	srv := redistest.StartUnder(b, []string{"valgrind", "--tool=callgrind", "--callgrind-out-file=" + out})
+	pid := strconv.Itoa(srv.Pid())
+	// Valgrind's server is slow: generous timeouts, no retries.
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, DialTimeout: time.Minute,
+		ReadTimeout: time.Minute, WriteTimeout: time.Minute, PoolTimeout: time.Minute})
+	b.Cleanup(func() { _ = c.Close() })
+	admit := k.newAdmit(b, c)
+	decide := func(count int) {
+		for range count {
+			if ok, err := admit(ctx, benchref.Key); !ok || err != nil {
+				b.Fatalf("admitted at once = %v, %v", ok, err)
 			}
-			decide(warm)
-			pastFirstUse()
-			callgrind(b, "-z", pid)
-			decide(n)
-			callgrind(b, "-d", pid)
-			b.ReportMetric(float64(callgrindTotal(b, out+".1"))/n, "instructions/op")
-			keepDump(b, out+".1", k.name)
-		})
+		}
 	}
+	decide(warm)
+	pastFirstUse()
+	callgrind(b, "-z", pid)
+	decide(n)
+	callgrind(b, "-d", pid)
+	b.ReportMetric(float64(callgrindTotal(b, out+".1"))/n, "instructions/op")
+	keepDump(b, out+".1", k.name)
 }
 
 // waiterKind is a request of a full window that waits for its slot: its
