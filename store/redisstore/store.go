@@ -494,11 +494,7 @@ func (d *doubles) MarshalBinary() ([]byte, error) { return d.b[:8*d.n], nil }
 
 // doubleAt returns the big-endian double at byte i of s, as an integer.
 func doubleAt(s string, i int) int64 {
-	var u uint64
-	for _, c := range []byte(s[i : i+8]) {
-		u = u<<8 | uint64(c)
-	}
-	return int64(math.Float64frombits(u))
+	return int64(math.Float64frombits(binary.BigEndian.Uint64([]byte(s[i : i+8]))))
 }
 
 // b2i is 1 for true, 0 for false.
