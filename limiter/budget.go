@@ -81,7 +81,9 @@ func (b *Budget) wait(ctx context.Context, stop <-chan struct{}) error {
 }
 
 // admit takes a seat, when seated and the budget has a concurrency limit,
-// then a slot, and returns the seat. On failure it holds nothing.
+// then a slot, and returns the seat once the request may leave: the store
+// let it go, and so do this process's own sends (see ownSends). On
+// failure it holds nothing.
 func (b *Budget) admit(ctx context.Context, stop <-chan struct{}, seated bool) (seat, error) {
 	l := b.l
 	if l.isClosed() {
@@ -91,6 +93,27 @@ func (b *Budget) admit(ctx context.Context, stop <-chan struct{}, seated bool) (
 		return seat{}, err
 	}
 	w := b.limits(ctx)
+	if l.own == nil {
+		return b.admitStored(ctx, stop, w, seated)
+	}
+	if w.start.IsZero() && w.limit != store.NoMaxWait {
+		w.start = l.clock.Now() // what is left of the limit matters to the own slot
+	}
+	st, err := b.admitStored(ctx, stop, w, seated)
+	if err != nil {
+		return seat{}, err
+	}
+	if err := b.ownSlot(ctx, stop, w); err != nil {
+		st.unsend()
+		st.free(outcomeUnsent)
+		return seat{}, err
+	}
+	return st, nil
+}
+
+// admitStored is admit as the budget's store decides it.
+func (b *Budget) admitStored(ctx context.Context, stop <-chan struct{}, w waitLimits, seated bool) (seat, error) {
+	l := b.l
 	var st seat
 	if seated && b.seats != nil {
 		if l.slotFirst() {

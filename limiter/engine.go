@@ -60,6 +60,7 @@ type Options struct {
 type Engine struct {
 	store    store.Store
 	sender   store.Sender // the store's, when its decisions cost a round trip
+	own      *ownSends    // with a shared store, this process's own sends
 	policy   store.Policy
 	maxWait  *time.Duration
 	jitter   time.Duration
@@ -99,6 +100,7 @@ func New(s store.Store, opts Options) *Engine {
 	if l.clock == nil {
 		l.clock = clock.RealClock{}
 	}
+	l.own = newOwnSends(s, l.clock)
 	if l.log.GetSink() == nil {
 		l.log = logr.Discard()
 	}
