@@ -163,8 +163,12 @@ func (s *Store) share(key string, p store.Policy) store.Policy {
 
 // confirmDuringOutage answers the Confirm of a reservation recorded in
 // Redis while Redis cannot be asked: its wait is over (a waiter confirms
-// at its slot), so it is sent, unless the policy is FailureClosed. A request
-// still held in-process keeps waiting for its estimated slot.
+// at its slot). With FailureLocal it is sent when this process's share
+// has room for it now, and otherwise told how long until it has, to
+// confirm again then: the waiters whose slots came during the outage do
+// not all leave at once. With FailureOpen it is sent; with FailureClosed
+// refused. A request still held in-process keeps waiting for its
+// estimated slot.
 func (s *Store) confirmDuringOutage(b *redisBudget, id uint64) (time.Duration, error) {
 	b.mu.Lock()
 	if h, ok := b.heldByID[id]; ok {
@@ -185,22 +189,27 @@ func (s *Store) confirmDuringOutage(b *redisBudget, id uint64) (time.Duration, e
 		s.sentLate(b, p, rec, 0)
 		return 0, nil
 	}
-	// Sent now: the local budget counts it (one admitted at once may be
-	// counted at its slot as well, when the local budget was seeded since
-	// it was logged there).
+	var left time.Duration
 	local := s.decideLocally(func() {
 		share := s.share(b.key, p)
 		s.seedFallback(b.key, b, share)
-		seedSends(s.fallback, b.key, share, s.localMicros(), []int64{s.localMicros()})
+		res, _ := s.fallback.Reserve(context.Background(), b.key, share, store.Request{})
+		if !res.OK {
+			left = max(res.Wait, time.Millisecond)
+			return
+		}
 		s.sentLate(b, p, rec, 0)
 	})
-	if !local {
-		// Redis answers again: it decides. The reservation left
-		// outstanding is confirmed there.
+	if !local || left > 0 {
+		// Redis answers again, and decides; or the request waits for
+		// room in the share, and confirms again. Its reservation stays
+		// outstanding for either.
 		b.mu.Lock()
 		b.outstanding[id] = rec
 		b.mu.Unlock()
+	}
+	if !local {
 		return s.confirm(context.Background(), b, id, 0)
 	}
-	return 0, nil
+	return left, nil
 }
