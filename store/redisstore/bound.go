@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"time"
 
@@ -57,6 +58,14 @@ func (s *Store) callBound(ctx context.Context) (time.Duration, bool) {
 		return s.opts.Timeout, false
 	}
 	return d, true
+}
+
+// timedOut reports whether err is a call's running out of time, not a
+// refusal such as a connection refused by a Redis that is gone: that one
+// starts the outage at once.
+func timedOut(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }
 
 // cutShortError is the error of a call cut short by its request's bound.
@@ -155,9 +164,9 @@ func (s *Store) settleCuts() {
 		q.mu.Unlock()
 		if err := s.settle(sends, forget); err != nil {
 			s.trip(err)
-			if first != 0 && first < s.downSince.Load() {
-				s.downSince.Store(first)
-			}
+		}
+		if s.down.Load() && first != 0 && first < s.downSince.Load() {
+			s.downSince.Store(first) // its end teaches Redis those sends
 		}
 	}
 }

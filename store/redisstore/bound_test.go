@@ -16,6 +16,8 @@ import (
 // boundPolicy has room for every request of the bound tests.
 var boundPolicy = store.Policy{Strategy: store.StrategyWindow, Limit: 1000, Timespan: time.Minute}
 
+const boundKey = "k8s:bound:api.example.com"
+
 // newBoundStore returns a store with the default timeout (500ms).
 func newBoundStore(t *testing.T, srv *redistest.Server, policy store.FailurePolicy, ev *events) *redisstore.Store {
 	t.Helper()
@@ -30,7 +32,7 @@ func TestRedisDecidesARequestThatMayNotWait(t *testing.T) {
 	var ev events
 	s := newBoundStore(t, srv, store.FailureLocal, &ev)
 	for i := range 50 {
-		res, err := s.Reserve(context.Background(), "k", boundPolicy, store.Request{MaxWait: 0})
+		res, err := s.Reserve(context.Background(), boundKey, boundPolicy, store.Request{MaxWait: 0})
 		require.NoError(t, err)
 		assert.True(t, res.OK, "request %d", i)
 	}
@@ -46,13 +48,13 @@ func TestRedisFrozenDecidesARequestByItsMaxWait(t *testing.T) {
 	t.Cleanup(srv.Resume)
 	var ev events
 	s := newBoundStore(t, srv, store.FailureLocal, &ev)
-	_, err := s.Reserve(context.Background(), "k", boundPolicy, store.Request{MaxWait: 0})
+	_, err := s.Reserve(context.Background(), boundKey, boundPolicy, store.Request{MaxWait: 0})
 	require.NoError(t, err)
 
 	srv.Pause()
 	const maxWait = 100 * time.Millisecond
 	start := time.Now()
-	res, err := s.Reserve(context.Background(), "k", boundPolicy, store.Request{MaxWait: maxWait})
+	res, err := s.Reserve(context.Background(), boundKey, boundPolicy, store.Request{MaxWait: maxWait})
 	took := time.Since(start)
 	require.NoError(t, err)
 	assert.True(t, res.OK, "the local budget admits it")

@@ -374,7 +374,7 @@ func (s *Store) call(ctx context.Context, sc *script, b *redisBudget, args []any
 	cctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	v, err := s.runKeys(cctx, s.client, sc, b.keys, b.keyArgs, args).Result()
-	if err != nil && short && ctx.Err() == nil && cctx.Err() != nil {
+	if err != nil && short && ctx.Err() == nil && timedOut(err) {
 		return v, &cutShortError{err: err}
 	}
 	return v, err
