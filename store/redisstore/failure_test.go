@@ -337,7 +337,7 @@ func TestRedisOutageKeepsOneProcessExact(t *testing.T) {
 	res, err := timedReserve(t, s, key, p, now)
 	require.NoError(t, err)
 	assert.False(t, res.OK, "in the outage, the local budget counts the 50 sent through Redis just before")
-	require.Equal(t, 1, ev.count(store.EventDown))
+	requireOutage(t, &ev)
 
 	time.Sleep(p.Timespan) // the 50 leave the window (an integration test on a real clock)
 	sendAll("in the outage")
@@ -407,7 +407,7 @@ func TestRedisOutageLearnsSendsNoEarlierThanTheyWere(t *testing.T) {
 	res, err := timedReserve(t, s, key, p, now)
 	require.NoError(t, err)
 	require.True(t, res.OK, "sent in the outage, decided locally")
-	require.Equal(t, 1, ev.count(store.EventDown))
+	requireOutage(t, &ev)
 	srv.Restart() // empty: the process tells Redis of the send
 	require.Eventually(t, func() bool { return ev.count(store.EventUp) == 1 }, 10*time.Second, 10*time.Millisecond)
 
@@ -441,7 +441,7 @@ func TestRedisOutageCountsARequestKeptToBeConfirmed(t *testing.T) {
 	res, err := timedReserve(t, s, key, p, store.Request{MaxWait: 0})
 	require.NoError(t, err)
 	assert.False(t, res.OK, "the local budget counts both: the one kept to be confirmed too")
-	require.Equal(t, 1, ev.count(store.EventDown))
+	requireOutage(t, &ev)
 	s.Sent(key, kept.ID) // it leaves in the outage, counted locally
 }
 
@@ -477,4 +477,13 @@ func TestRedisCooldownElsewhereWakesWaitersWithNothingAhead(t *testing.T) {
 			return false
 		}
 	}, 5*time.Second, time.Millisecond, "a's waiters are woken by b's cooldown")
+}
+
+// requireOutage requires the outage to start, once: at once when Redis
+// refuses, or when the background check finds it silent past the store's
+// timeout after a call cut short by a request's max wait.
+func requireOutage(t *testing.T, ev *events) {
+	t.Helper()
+	require.Eventually(t, func() bool { return ev.count(store.EventDown) > 0 }, outageTimeout+outageMargin, 5*time.Millisecond)
+	require.Equal(t, 1, ev.count(store.EventDown))
 }

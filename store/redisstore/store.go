@@ -26,6 +26,14 @@ type Options struct {
 	// Timeout bounds every call to Redis. Default 500ms. The client should
 	// honour context deadlines (go-redis: ContextTimeoutEnabled), as the
 	// clients NewFromURL builds do.
+	//
+	// A call made for a request (its Reserve, its waiter's Confirm, its
+	// Release) is bounded sooner by what is left of the request's max
+	// wait, but never below 50ms, so that a healthy Redis still decides
+	// a request that may not wait at all, and by the context's deadline.
+	// A call cut short by that bound decides its request alone by the
+	// failure policy; the outage starts only when Redis does not answer
+	// a background check within Timeout.
 	Timeout time.Duration
 	// Failure is the policy while Redis is down. Default FailureLocal.
 	Failure store.FailurePolicy
@@ -84,6 +92,7 @@ type Store struct {
 
 	notify    notifier
 	sentQ     sentQueue     // sends to record, see Sent
+	cutQ      cutQueue      // what calls cut short left for Redis, see bound.go
 	leaseMost time.Duration // leaseForMost, but in tests
 
 	closeOnce sync.Once
@@ -348,7 +357,9 @@ func (s *Store) presenceFlag(b *redisBudget, force bool) int64 {
 	return here
 }
 
-// call runs a script with the store's timeout.
+// call runs a script with the store's timeout, or the shorter bound of
+// the request it is made for (see callFloor): a call cut short by that
+// bound fails with a *cutShortError.
 //
 // A client that bounds every dial, pool wait, read and write by the
 // timeout itself and honours a sooner deadline of ctx (see boundsCalls),
@@ -356,12 +367,17 @@ func (s *Store) presenceFlag(b *redisBudget, force bool) int64 {
 // which costs a timer per call.
 func (s *Store) call(ctx context.Context, sc *script, b *redisBudget, args []any) (any, error) {
 	ctx = s.logCtx(ctx)
-	if !s.bounded {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, s.opts.Timeout)
-		defer cancel()
+	bound, short := s.callBound(ctx)
+	if s.bounded && !short {
+		return s.runKeys(ctx, s.client, sc, b.keys, b.keyArgs, args).Result()
 	}
-	return s.runKeys(ctx, s.client, sc, b.keys, b.keyArgs, args).Result()
+	cctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	v, err := s.runKeys(cctx, s.client, sc, b.keys, b.keyArgs, args).Result()
+	if err != nil && short && ctx.Err() == nil && timedOut(err) {
+		return v, &cutShortError{err: err}
+	}
+	return v, err
 }
 
 // reply is a reserve script's answer.
@@ -383,6 +399,7 @@ type record struct {
 	at     int64  // when it was recorded, µs of the server's clock
 	mark   int64  // as reply.mark
 	logged int64  // admitted at once: when its send was logged at its slot, µs of the local clock; 0: not logged
+	until  int64  // when its request must be decided by, µs of the local clock; 0: no sooner than the store's timeout
 }
 
 // keptAsSend reports whether the reservation was admitted at once and is
@@ -567,16 +584,22 @@ func (s *Store) Reserve(ctx context.Context, key string, p store.Policy, r store
 	if s.down.Load() {
 		return s.fallbackReserve(ctx, key, p, r)
 	}
-	// A failed call decides the request by the failure policy.
-	fallback := func() (store.Reservation, error) { return s.fallbackReserve(ctx, key, p, r) }
+	until := s.untilFor(r.MaxWait)
+	ctx = withUntil(ctx, until)
 	b := s.budget(key)
 	b.lastUsed.Store(s.localMicros())
 	id := s.seq.Add(1)
+	// A failed call decides the request by the failure policy.
+	onFail := func(err error) (store.Reservation, error) {
+		return failedFor(s, ctx, err,
+			func() (store.Reservation, error) { return s.fallbackReserve(ctx, key, p, r) },
+			func() (store.Reservation, error) { return s.decideCut(b, p, r, id, err) })
+	}
 	b.mu.Lock()
 	b.policy = p
 	if err := s.promoteDueLocked(ctx, b); err != nil {
 		b.mu.Unlock()
-		return failed(s, ctx, err, fallback)
+		return onFail(err)
 	}
 	if len(b.held) > 0 {
 		// Requests of this process already wait in-process: queue behind
@@ -585,9 +608,9 @@ func (s *Store) Reserve(ctx context.Context, key string, p store.Policy, r store
 		defer b.mu.Unlock()
 		rep, err := s.reserve(ctx, b, p, r, id, b.held, p.Timespan, nil)
 		if err != nil {
-			return failed(s, ctx, err, fallback)
+			return onFail(err)
 		}
-		return s.answerLocked(b, id, r, rep), nil
+		return s.answerLocked(b, id, r, rep, until), nil
 	}
 	if res, ok := s.takeLeasedLocked(b, p, r); ok {
 		b.mu.Unlock()
@@ -598,7 +621,7 @@ func (s *Store) Reserve(ctx context.Context, key string, p store.Policy, r store
 
 	rep, err := s.reserveLeasing(ctx, b, p, r, id, nil, p.Timespan, nil, ask)
 	if err != nil {
-		return failed(s, ctx, err, fallback)
+		return onFail(err)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -607,15 +630,16 @@ func (s *Store) Reserve(ctx context.Context, key string, p store.Policy, r store
 		// Another request of this process was held meanwhile: estimate
 		// again behind it.
 		if rep, err = s.reserve(ctx, b, p, r, id, b.held, p.Timespan, nil); err != nil {
-			return failed(s, ctx, err, fallback)
+			return onFail(err)
 		}
 	}
-	return s.answerLocked(b, id, r, rep), nil
+	return s.answerLocked(b, id, r, rep, until), nil
 }
 
 // answerLocked turns a reserve script's reply into a Reservation, holding
-// the request in-process when the script said so. b.mu must be held.
-func (s *Store) answerLocked(b *redisBudget, id uint64, r store.Request, rep reply) store.Reservation {
+// the request in-process when the script said so. until is when the
+// request must be decided by (see record.until). b.mu must be held.
+func (s *Store) answerLocked(b *redisBudget, id uint64, r store.Request, rep reply, until int64) store.Reservation {
 	if res, ok := s.claimHeldLocked(b, id, r, rep); ok {
 		return res
 	}
@@ -634,6 +658,7 @@ func (s *Store) answerLocked(b *redisBudget, id uint64, r store.Request, rep rep
 			rec.member = "=" + rec.member
 		}
 		rec.logged = s.sent(b, b.policy)
+		rec.until = until
 		b.outstanding[id] = rec
 	case rep.wait == 0:
 		s.sent(b, b.policy)
@@ -642,7 +667,9 @@ func (s *Store) answerLocked(b *redisBudget, id uint64, r store.Request, rep rep
 		s.holdLocked(b, id, r, rep)
 	default:
 		res.ID = id
-		b.outstanding[id] = rep.record()
+		rec := rep.record()
+		rec.until = until
+		b.outstanding[id] = rec
 	}
 	return res
 }
@@ -718,13 +745,19 @@ func (s *Store) confirm(ctx context.Context, b *redisBudget, id uint64, leftAt i
 		holding = "1"
 	}
 	b.mu.Unlock()
+	if leftAt == 0 {
+		ctx = withUntil(ctx, rec.until) // its waiter asks
+	}
 	if rec.keptAsSend() {
 		done, err := s.confirmAtOnce(ctx, b, id, rec, p, leftAt)
 		if errors.Is(err, store.ErrUnknownReservation) {
 			return 0, err
 		}
-		if done || err != nil {
-			return s.failedConfirm(ctx, b, id, 0, err)
+		if err != nil {
+			return s.failedConfirmOf(ctx, b, id, rec, err)
+		}
+		if done {
+			return 0, nil
 		}
 		rec.member = rec.member[1:] // a waiting reservation again, for the script below
 	}
@@ -741,7 +774,7 @@ func (s *Store) confirm(ctx context.Context, b *redisBudget, id uint64, leftAt i
 	args = append(args, rec.member, max(p.Limit, 1), holding, rec.at, rec.mark)
 	v, err := s.call(ctx, scriptConfirm, b, args)
 	if err != nil {
-		return s.failedConfirm(ctx, b, id, 0, err)
+		return s.failedConfirmOf(ctx, b, id, rec, err)
 	}
 	// The µs left until its slot, or {that, the latest entries...} (see
 	// lua/confirm.lua).
@@ -773,7 +806,7 @@ func (s *Store) confirm(ctx context.Context, b *redisBudget, id uint64, leftAt i
 		// before, as a newcomer.
 		rep, err := s.reserve(ctx, b, p, store.Request{MaxWait: store.NoMaxWait}, s.seq.Add(1), nil, store.NoMaxWait, nil)
 		if err != nil {
-			return s.failedConfirm(ctx, b, id, 0, err)
+			return s.failedConfirmOf(ctx, b, id, rec, err)
 		}
 		if rep.wait == 0 {
 			delete(b.outstanding, id)
@@ -796,6 +829,15 @@ func (s *Store) failedConfirm(ctx context.Context, b *redisBudget, id uint64, le
 		return left, nil
 	}
 	return failed(s, ctx, err, func() (time.Duration, error) { return s.confirmDuringOutage(b, id) })
+}
+
+// failedConfirmOf applies the failure policy to the failed Confirm of
+// reservation id, recorded in Redis as rec, for this request alone when
+// its own bound cut the call short.
+func (s *Store) failedConfirmOf(ctx context.Context, b *redisBudget, id uint64, rec record, err error) (time.Duration, error) {
+	return failedFor(s, ctx, err,
+		func() (time.Duration, error) { return s.confirmDuringOutage(b, id) },
+		func() (time.Duration, error) { return s.confirmCut(b, id, rec, err) })
 }
 
 // Release implements store.Store.
@@ -832,8 +874,10 @@ func (s *Store) Release(ctx context.Context, key string, id uint64) error {
 		// counted there.
 		return nil
 	}
+	ctx = withUntil(ctx, rec.until)
 	if _, err := s.call(ctx, scriptRelease, b, append(s.args(b, p, false, 1), rec.member)); err != nil {
-		_, err = failed(s, ctx, err, func() (store.Reservation, error) { return store.Reservation{}, nil })
+		_, err = failedFor(s, ctx, err, func() (store.Reservation, error) { return store.Reservation{}, nil },
+			func() (store.Reservation, error) { s.cutForget(b, rec.member); return store.Reservation{}, nil })
 		return err
 	}
 	return nil
