@@ -16,6 +16,7 @@ import (
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"github.com/k8sratelimit/k8sratelimit/cluster"
@@ -62,7 +63,10 @@ func WithStore(s store.Store) Option { return func(o *options) { o.store = s } }
 // every admission decision read c. Tests pass a fake clock.
 func WithClock(c clock.WithTicker) Option { return func(o *options) { o.clock = c } }
 
-// WithLogger sends the limiter's logs to log.
+// WithLogger sends the limiter's logs to log: long waits (at most once a
+// second per budget) and, with the Redis store, a store that cannot be
+// used and its recovery (once each). Without it, the limiter logs through
+// klog (k8s.io/klog/v2), as client-go does.
 func WithLogger(log logr.Logger) Option { return func(o *options) { o.logger = log } }
 
 // WithObserver tells o of every decision (see limiter.Observer). It may be
@@ -93,6 +97,9 @@ func New(cfg Config, opts ...Option) (*Limiter, error) {
 	}
 	if o.clock == nil {
 		o.clock = clock.RealClock{}
+	}
+	if o.logger.GetSink() == nil {
+		o.logger = klog.Background()
 	}
 	var m *metrics
 	if o.metrics != nil {

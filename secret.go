@@ -4,10 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net/url"
-	"regexp"
 	"strconv"
-	"strings"
+
+	"github.com/k8sratelimit/k8sratelimit/store/redisstore"
 )
 
 // SecretURL is a URL that may hold a password, such as Config.RedisURL.
@@ -101,12 +100,6 @@ func formatRedacted(f fmt.State, verb rune, str, goStr string) {
 	}
 }
 
-// redacted replaces a secret in RedactRedisURL.
-const redacted = "xxxxx"
-
-// urlScheme is the syntax of a URL scheme (RFC 3986).
-var urlScheme = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*$`)
-
 // RedactRedisURL returns a Redis URL fit for messages and logs: the
 // password replaced by "xxxxx" (and a user name given alone, which in a
 // Redis URL is often a password), the value of every query parameter
@@ -114,53 +107,5 @@ var urlScheme = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*$`)
 // too. The query is redacted as written, whether it parses or not, so a
 // malformed query cannot slip through. A value that is not a URL is
 // replaced as a whole (keeping a well-formed scheme), since it may be a
-// password.
-func RedactRedisURL(s string) string {
-	scheme, _, ok := strings.Cut(s, "://")
-	if !ok || !urlScheme.MatchString(scheme) {
-		return "<redacted>"
-	}
-	u, err := url.Parse(s)
-	if err != nil {
-		return scheme + "://<redacted>"
-	}
-	if u.User != nil {
-		if pw, ok := u.User.Password(); ok && pw != "" {
-			u.User = url.UserPassword(u.User.Username(), redacted)
-		} else {
-			u.User = url.User(redacted)
-		}
-	}
-	if u.RawQuery != "" {
-		u.RawQuery = redactQuery(u.RawQuery)
-	}
-	if u.Fragment != "" || u.RawFragment != "" {
-		u.Fragment, u.RawFragment = redacted, ""
-	}
-	return u.String()
-}
-
-// redactQuery replaces the value of every name=value pair of a raw query
-// by "xxxxx", and a pair without "=" as a whole, splitting at both & and
-// ; so that it never depends on the query being well formed.
-func redactQuery(raw string) string {
-	var b strings.Builder
-	start := 0
-	for i := 0; i <= len(raw); i++ {
-		if i < len(raw) && raw[i] != '&' && raw[i] != ';' {
-			continue
-		}
-		if pair := raw[start:i]; pair != "" {
-			if name, _, ok := strings.Cut(pair, "="); ok {
-				b.WriteString(name)
-				b.WriteByte('=')
-			}
-			b.WriteString(redacted)
-		}
-		if i < len(raw) {
-			b.WriteByte(raw[i])
-		}
-		start = i + 1
-	}
-	return b.String()
-}
+// password. It is redisstore.RedactURL, which the store's logs use.
+func RedactRedisURL(s string) string { return redisstore.RedactURL(s) }

@@ -84,8 +84,17 @@ func loadCmd(args, environ []string, stdout, stderr io.Writer) int {
 	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { rec.next = rt; return rec })
 	released := &releaseRecorder{Store: memorystore.New(nil), stats: st}
 	opts := []k8sratelimit.Option{k8sratelimit.WithObserver(st)}
+	var usage storeUsage
 	if cfg.Store == k8sratelimit.StoreMemory {
 		opts = append(opts, k8sratelimit.WithStore(released))
+	} else {
+		s, err := newRedisStore(cfg, &usage)
+		if err != nil {
+			fmt.Fprintf(stderr, "kube-ratelimit load: %v\n", err)
+			return 2
+		}
+		defer s.Close() // after the limiter's Close, deferred below
+		opts = append(opts, k8sratelimit.WithStore(s))
 	}
 	l, err := k8sratelimit.New(cfg, opts...)
 	if err != nil {
@@ -121,7 +130,16 @@ func loadCmd(args, environ []string, stdout, stderr io.Writer) int {
 		maxSent:    released.mostInWindow(cfg.Timespan - windowSlack(cfg.Timespan)),
 		maxWindow:  -1,
 	}
+	if cfg.Store != k8sratelimit.StoreMemory {
+		// The Redis store's decisions are not recorded: count the requests
+		// as they enter the transport, the truth of what was sent.
+		r.maxSent = rec.mostInWindow(cfg.Timespan - windowSlack(cfg.Timespan))
+	}
 	fmt.Fprintln(stdout)
 	writeReport(stdout, []demoResult{r}, cfg.Limit, cfg.Timespan)
+	if line := usage.summary(cfg); line != "" {
+		fmt.Fprintln(stdout)
+		fmt.Fprintln(stdout, line)
+	}
 	return 0
 }

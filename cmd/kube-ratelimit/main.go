@@ -41,18 +41,14 @@ import (
 	"os"
 	"text/tabwriter"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/k8sratelimit/k8sratelimit"
 	rlerrors "github.com/k8sratelimit/k8sratelimit/errors"
-	"github.com/k8sratelimit/k8sratelimit/store/redisstore"
 )
 
 func main() {
 	// go-redis's lines about the store's calls (a dial failure each call
-	// during an outage) go to the store's logger, not to standard error;
-	// this process has no other Redis client.
-	redis.SetLogger(&redisstore.LogRouter{})
+	// during an outage) go to the store's logger, not to standard error:
+	// redisstore.NewFromURL routes them, the others to klog.
 	os.Exit(run(os.Args[1:], os.Environ(), os.Stdout, os.Stderr))
 }
 

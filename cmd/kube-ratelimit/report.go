@@ -67,7 +67,8 @@ func writeReport(w io.Writer, results []demoResult, limit int, timespan time.Dur
 	tw.Flush()
 	fmt.Fprintln(w, `
 *  when the client side let each request go: k8sratelimit's decision, read just after the store answers (so a
-   window 1% short of the timespan); otherwise the request entering the transport.
+   window 1% short of the timespan); with the Redis store, or without k8sratelimit, the request entering the
+   transport.
 ** when each request reached the server's handler: the network and the server's scheduling spread arrivals, so
    two batches that left the client one timespan apart can arrive within one window.`)
 }

@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/utils/clock"
 
 	"github.com/k8sratelimit/k8sratelimit"
@@ -49,7 +50,9 @@ func statusCmd(args, environ []string, stdout, stderr io.Writer) int {
 			k8sratelimit.EnvStore, cfg.Store)
 		return 2
 	}
-	s, err := redisstore.NewFromURL(cfg.RedisURL.Reveal(), redisstore.Options{Timeout: 5 * time.Second})
+	// The command reports a Redis it cannot use itself, below: the
+	// store's own report of it would only say it again.
+	s, err := redisstore.NewFromURL(cfg.RedisURL.Reveal(), redisstore.Options{Timeout: 5 * time.Second, Logger: logr.Discard()})
 	if err != nil {
 		// Not err itself: go-redis quotes query values, which may be secret.
 		fmt.Fprintf(stderr, "kube-ratelimit: %s=%q: cannot make a Redis client from it\n", k8sratelimit.EnvRedisURL, cfg.RedisURL)
@@ -77,13 +80,17 @@ func statusCmd(args, environ []string, stdout, stderr io.Writer) int {
 			}
 		}
 	}
-	// The error names the address it failed on (go-redis's dial error), so
-	// the URL is not repeated before it.
 	if err := v.run(ctx); err != nil {
-		fmt.Fprintf(stderr, "kube-ratelimit status: reading the budgets from Redis: %v\n", err)
+		fmt.Fprintln(stderr, unusableMessage(cfg.RedisURL.String(), err))
 		return 1
 	}
 	return 0
+}
+
+// unusableMessage says that the Redis at url (redacted) could not be
+// read, why, in words that say what to fix, and the error itself.
+func unusableMessage(url string, err error) string {
+	return fmt.Sprintf("kube-ratelimit status: cannot read the budgets: Redis at %s is unusable (%s): %v", url, redisstore.Cause(err), err)
 }
 
 // budgetLister is what status reads: *redisstore.Store.

@@ -143,12 +143,24 @@ func TestStatusReadError(t *testing.T) {
 	assert.Empty(t, out.String())
 }
 
-// An unreachable Redis is named once: go-redis's error says where it
-// dialled, so the command does not print the URL before it.
-func TestStatusCommandNamesUnreachableRedisOnce(t *testing.T) {
-	env := []string{"KUBERNETES_RATELIMIT_STORE=redis", "KUBERNETES_RATELIMIT_OWNER=ops", "KUBERNETES_RATELIMIT_REDIS_URL=redis://127.0.0.1:1"}
-	var stdout, stderr bytes.Buffer
-	assert.Equal(t, 1, run([]string{"status"}, env, &stdout, &stderr))
-	assert.True(t, strings.HasPrefix(stderr.String(), "kube-ratelimit status: reading the budgets from Redis: "), stderr.String())
-	assert.Equal(t, 1, strings.Count(stderr.String(), "127.0.0.1:1"), stderr.String())
+// A Redis that cannot be used is named, its URL redacted, with the cause
+// in words that say what to fix, then the error itself.
+func TestStatusCommandSaysWhyRedisIsUnusable(t *testing.T) {
+	srv := redistest.Start(t)
+	require.NoError(t, srv.Client().ConfigSet(context.Background(), "requirepass", "right-one").Err())
+	tests := []struct {
+		url, want string
+	}{
+		{url: "redis://127.0.0.1:1", want: "kube-ratelimit status: cannot read the budgets: Redis at redis://127.0.0.1:1 is unusable (unreachable): dial tcp 127.0.0.1:1: "},
+		{url: "redis://:wrong-one@" + srv.Addr() + "/0", want: "kube-ratelimit status: cannot read the budgets: Redis at redis://:xxxxx@" + srv.Addr() + "/0 is unusable (authentication failed): WRONGPASS "},
+	}
+	for _, tt := range tests {
+		env := []string{"KUBERNETES_RATELIMIT_STORE=redis", "KUBERNETES_RATELIMIT_OWNER=ops", "KUBERNETES_RATELIMIT_REDIS_URL=" + tt.url}
+		var stdout, stderr bytes.Buffer
+		assert.Equal(t, 1, run([]string{"status"}, env, &stdout, &stderr))
+		assert.True(t, strings.HasPrefix(stderr.String(), tt.want), stderr.String())
+		assert.Equal(t, 1, strings.Count(stderr.String(), "\n"), "one line: %s", stderr.String())
+		assert.NotContains(t, stderr.String(), "wrong-one", "the password is never printed")
+		assert.Empty(t, stdout.String())
+	}
 }

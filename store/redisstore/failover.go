@@ -22,7 +22,10 @@ func (s *Store) trip(err error) {
 	}
 	s.outages.Add(1)
 	s.downSince.Store(s.localMicros())
-	s.log.Error(err, "Redis store unavailable; deciding by the failure policy until it answers", "policy", s.opts.Failure)
+	cause := Cause(err)
+	s.cause.Store(&cause)
+	s.log.Error(err, "Redis store unavailable; deciding by the failure policy until it answers",
+		"redis", s.url, "cause", cause, "policy", s.opts.Failure)
 	s.event(store.Event{Type: store.EventDown, Policy: s.opts.Failure, Err: err})
 	select {
 	case <-s.done:
@@ -33,8 +36,8 @@ func (s *Store) trip(err error) {
 	go s.probe()
 }
 
-// probe pings Redis about once a second until it answers, then ends the
-// outage.
+// probe asks Redis about once a second whether it can be used again
+// (it answers and runs the store's scripts), then ends the outage.
 func (s *Store) probe() {
 	defer s.wg.Done()
 	t := time.NewTicker(probeEvery)
@@ -46,19 +49,32 @@ func (s *Store) probe() {
 		case <-t.C:
 		}
 		ctx, cancel := context.WithTimeout(s.background(), s.opts.Timeout)
-		err := s.client.Ping(ctx).Err()
+		err := s.checkUsable(ctx) // it answers, and runs scripts
 		cancel()
 		if err == nil {
 			err = s.endOutage()
 		}
 		if err != nil {
 			s.lastErr.Store(&err)
+			s.reportCause(err)
 			continue
 		}
-		s.log.Info("Redis store available again; budgets are shared again")
+		s.log.Info("Redis store available again; budgets are shared again", "redis", s.url)
 		s.event(store.Event{Type: store.EventUp})
 		return
 	}
+}
+
+// reportCause reports, during an outage, that its cause changed (Redis
+// answers again, but refuses the password, say): once per change, not
+// once per probe.
+func (s *Store) reportCause(err error) {
+	cause := Cause(err)
+	if p := s.cause.Load(); p != nil && *p == cause {
+		return
+	}
+	s.cause.Store(&cause)
+	s.log.Error(err, "Redis store still unavailable, for another cause", "redis", s.url, "cause", cause, "policy", s.opts.Failure)
 }
 
 // endOutage records in Redis what this process sent during the outage and

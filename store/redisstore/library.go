@@ -69,6 +69,12 @@ func (s *Store) loadLibrary(ctx context.Context, again bool) (bool, error) {
 	}
 	switch {
 	case err == nil:
+		if again {
+			// Functions are kept with the data (RDB, AOF): a server that
+			// lost them lost the budgets too.
+			s.log.Info("WARNING: Redis lost the store's functions, and with them the budgets it held: restarted without its data, or flushed; budgets start again from what this process knows",
+				"redis", s.url)
+		}
 		s.lib.state.Store(libraryLoaded)
 		return true, nil
 	case refusesFunctions(err):

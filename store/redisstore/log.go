@@ -25,9 +25,12 @@ import (
 //     (NewFromURL), through a dial hook: the pool dials on a
 //     context of its own, and logs "failed to dial" with the error.
 //
-// The store does not install the router itself: redis.SetLogger replaces
-// whatever logger the program set, and go-redis offers no way to read it
-// back and pass the other lines on.
+// NewFromURL installs the router once per process, its other lines to
+// klog, so that nothing reaches raw standard error: redis.SetLogger
+// replaces whatever logger the program set before (go-redis offers no way
+// to read it back and pass the other lines on), so a program that wants
+// its own sets it after making its first store. New, on a client the
+// program owns, installs nothing.
 
 // logKey is the context key of the store a call is made for.
 type logKey struct{}
@@ -89,7 +92,8 @@ func (s *Store) markDials(client redis.UniversalClient) {
 	}
 }
 
-// LogRouter is a logger for go-redis, to install with
+// LogRouter is a logger for go-redis, installed by the first NewFromURL
+// of a process with klog as Other, or by a program with
 // redis.SetLogger(&redisstore.LogRouter{}). It sends each line go-redis
 // logs about a Redis store's calls (such as "connection pool: failed to
 // dial" during an outage) to that store's Logger at V(1), named go-redis:

@@ -22,13 +22,16 @@ import (
 
 // outageChild names the mode of TestRedisOutageInAChild when this test
 // binary runs as a child process: "route" installs LogRouter, "none"
-// leaves go-redis's default logger.
+// leaves go-redis's logger to the store (NewFromURL installs the router),
+// "stderr" sets a logger that writes to standard error after the store is
+// made, as go-redis's default logger does.
 const outageChild = "STORE_TEST_OUTAGE_CHILD"
 
 // A Redis outage a test causes (it kills the redis-server it started) is
 // logged through the store's Logger only: the outage's start and end once
 // each, and go-redis's lines about the store's calls at V(1). Nothing
-// reaches standard error. Without the router, go-redis writes its dial
+// reaches standard error, also when the program sets no go-redis logger.
+// With a go-redis logger on standard error, go-redis writes its dial
 // failures there, which is what the test must catch.
 func TestRedisOutageLogsOnlyThroughTheLogger(t *testing.T) {
 	tests := []struct {
@@ -38,7 +41,9 @@ func TestRedisOutageLogsOnlyThroughTheLogger(t *testing.T) {
 	}{
 		{mode: "route", verbosity: "0"},
 		{mode: "route", verbosity: "1", wantDials: true},
-		{mode: "none", verbosity: "1", wantStderr: true},
+		{mode: "none", verbosity: "0"},
+		{mode: "none", verbosity: "1", wantDials: true},
+		{mode: "stderr", verbosity: "1", wantStderr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.mode+" v"+tt.verbosity, func(t *testing.T) {
@@ -85,6 +90,9 @@ func TestRedisOutageInAChild(t *testing.T) {
 	s, err := redisstore.NewFromURL(srv.URL(), redisstore.Options{Logger: logger, Timeout: 100 * time.Millisecond})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
+	if mode == "stderr" {
+		redis.SetLogger(stderrLogger{})
+	}
 	ctx := context.Background()
 	p := store.Policy{Strategy: store.StrategyWindow, Limit: 1000, Timespan: time.Second}
 	reserve := func() {
@@ -104,4 +112,12 @@ func TestRedisOutageInAChild(t *testing.T) {
 	srv.Restart()
 	require.Eventually(t, func() bool { reserve(); return !s.Down() }, 5*time.Second, 20*time.Millisecond,
 		"the probe finds Redis again")
+}
+
+// stderrLogger writes go-redis's lines to standard error, as its default
+// logger does.
+type stderrLogger struct{}
+
+func (stderrLogger) Printf(_ context.Context, format string, v ...any) {
+	fmt.Fprintf(os.Stderr, "redis: "+format+"\n", v...)
 }

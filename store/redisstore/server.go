@@ -46,22 +46,57 @@ func clientFromURL(rawURL string, timeout time.Duration) (redis.UniversalClient,
 	return redis.NewClient(o), nil
 }
 
-// checkServer warns once, at start, when the server cannot keep budgets
-// reliably: older than Redis 7, or with a maxmemory-policy that may evict
-// them (an evicted budget is a silent reset).
+// checkServer checks the server once, at start: one that cannot be used
+// (down, a wrong password, scripting refused) starts an outage, reported
+// once, rather than at the first request; one that cannot keep budgets
+// reliably (older than Redis 7, or a maxmemory-policy that may evict them:
+// an evicted budget is a silent reset) is warned about once.
 func (s *Store) checkServer() {
 	defer s.wg.Done()
 	ctx, cancel := context.WithTimeout(s.background(), 5*s.opts.Timeout)
 	defer cancel()
+	if err := s.checkUsable(ctx); err != nil {
+		if !s.closed() {
+			s.trip(err)
+		}
+		return
+	}
 	if info, err := s.client.Info(ctx, "server").Result(); err == nil {
 		if v := infoField(info, "redis_version"); v != "" && major(v) < 7 && infoField(info, "valkey_version") == "" {
-			s.log.Info("WARNING: Redis older than 7 is not supported by the Redis store", "version", v)
+			s.log.Info("WARNING: Redis older than 7 is not supported by the Redis store", "redis", s.url, "version", v)
 		}
 	}
 	if cfg, err := s.client.ConfigGet(ctx, "maxmemory-policy").Result(); err == nil {
 		if p, ok := cfg["maxmemory-policy"]; ok && p != "noeviction" {
-			s.log.Info("WARNING: Redis may evict budgets under memory pressure, silently resetting them; set maxmemory-policy noeviction", "maxmemory-policy", p)
+			s.log.Info("WARNING: Redis may evict budgets under memory pressure, silently resetting them; set maxmemory-policy noeviction",
+				"redis", s.url, "maxmemory-policy", p)
 		}
+	}
+}
+
+// scriptUsable is the script checkUsable runs where functions are refused.
+var scriptUsable = redis.NewScript("return 1")
+
+// checkUsable asks the server to answer and to run the store's code, as
+// every decision does: its functions, or else scripts.
+func (s *Store) checkUsable(ctx context.Context) error {
+	if err := s.client.Ping(ctx).Err(); err != nil {
+		return err
+	}
+	fn, err := s.functions(ctx)
+	if err != nil || fn {
+		return err
+	}
+	return scriptUsable.Run(ctx, s.client, nil).Err()
+}
+
+// closed reports whether Close has been called.
+func (s *Store) closed() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
 	}
 }
 

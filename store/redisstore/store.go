@@ -41,8 +41,10 @@ type Options struct {
 	// budget it uses. A process that misses 1.5 intervals is gone: its
 	// reservations still ahead stop counting. Default 2s.
 	Presence time.Duration
-	// Logger receives the store's logs: outage transitions (once each) and
-	// warnings about the server. Default: discard.
+	// Logger receives the store's logs: a store that cannot be used and
+	// its recovery (once each, naming the cause and the server, its URL
+	// redacted) and warnings about the server. Default: klog's logger
+	// (k8s.io/klog/v2), as client-go logs.
 	Logger logr.Logger
 	// OnEvent, when set, is told of store errors and outage transitions,
 	// for metrics. It must return quickly.
@@ -70,6 +72,7 @@ type Store struct {
 	client  redis.UniversalClient
 	opts    Options
 	log     logr.Logger
+	url     string // the server, for reports: its URL redacted
 	proc    string // this process's name in the budgets it shares
 	procArg any    // proc as an argument, made once
 	ttl     time.Duration
@@ -85,6 +88,7 @@ type Store struct {
 	outages   atomic.Int64 // outages so far
 	downSince atomic.Int64 // localMicros the current outage started
 	lastErr   atomic.Pointer[error]
+	cause     atomic.Pointer[string] // the cause of the outage last reported
 	fallback  *memorystore.Store
 	ownClient bool // made by the store, closed by Close
 	bounded   bool // the client bounds every call by the timeout itself
@@ -116,12 +120,13 @@ const fallbackID = uint64(1) << 63
 // this process's presence; Close stops it and releases this process's
 // reservations.
 func New(client redis.UniversalClient, opts Options) *Store {
-	return newStore(client, opts, false)
+	return newStore(client, clientURL(client), opts, false)
 }
 
 // newStore is New; own reports that the store made client, with
-// timeouts of its own, and closes it.
-func newStore(client redis.UniversalClient, opts Options, own bool) *Store {
+// timeouts of its own, and closes it. url names the server in reports,
+// redacted.
+func newStore(client redis.UniversalClient, url string, opts Options, own bool) *Store {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 500 * time.Millisecond
 	}
@@ -133,12 +138,13 @@ func newStore(client redis.UniversalClient, opts Options, own bool) *Store {
 	}
 	log := opts.Logger
 	if log.GetSink() == nil {
-		log = logr.Discard()
+		log = klogLogger()
 	}
 	s := &Store{
 		client:    client,
 		opts:      opts,
 		log:       log.WithName("redis-store"),
+		url:       url,
 		proc:      processName(),
 		ttl:       opts.Presence * 3 / 2,
 		epoch:     time.Now(),
@@ -164,12 +170,19 @@ func newStore(client redis.UniversalClient, opts Options, own bool) *Store {
 // rediss:// (TLS) URL, with timeouts that make every call honour the
 // store's Timeout. A URL with addr= query parameters names the nodes of a
 // Redis Cluster. Close closes the client too.
+//
+// The first store NewFromURL makes in a process installs a LogRouter as
+// go-redis's logger (redis.SetLogger, which is process-wide), once: its
+// lines about a store's calls go to that store's Logger, the others to
+// klog, not to raw standard error. A program that wants go-redis's lines
+// elsewhere calls redis.SetLogger after making its first store.
 func NewFromURL(rawURL string, opts Options) (*Store, error) {
 	client, err := clientFromURL(rawURL, opts.Timeout)
 	if err != nil {
 		return nil, err
 	}
-	return newStore(client, opts, true), nil
+	routeGoRedisLogs()
+	return newStore(client, RedactURL(rawURL), opts, true), nil
 }
 
 // processName returns a random name for this process in shared budgets.
