@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -110,6 +111,18 @@ func (s *Store) event(e store.Event) {
 	if s.opts.OnEvent != nil {
 		s.opts.OnEvent(e)
 	}
+}
+
+// outageError returns the error that started the outage under way, nil
+// when Redis answers.
+func (s *Store) outageError() error {
+	if !s.down.Load() {
+		return nil
+	}
+	if p := s.lastErr.Load(); p != nil {
+		return *p
+	}
+	return errors.New("store: redis unavailable")
 }
 
 // storeError returns the error of a request refused by FailureClosed.

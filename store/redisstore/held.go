@@ -113,6 +113,11 @@ func (s *Store) promoteDueLocked(ctx context.Context, b *redisBudget) error {
 // other processes recorded meanwhile leaves no room there. b.mu must be
 // held.
 func (s *Store) promoteNextLocked(ctx context.Context, b *redisBudget) error {
+	if err := s.outageError(); err != nil {
+		// Redis failed while this caller waited for b.mu: the calls
+		// queued behind the lock must not each wait out the timeout.
+		return err
+	}
 	i := nextHeld(b.held)
 	h := b.held[i]
 	rep, err := s.reserve(ctx, b, b.policy, store.Request{MaxWait: store.NoMaxWait, Jitter: h.jitter}, h.order, nil, store.NoMaxWait, h)

@@ -91,7 +91,6 @@ type Store struct {
 	cause     atomic.Pointer[string] // the cause of the outage last reported
 	fallback  *memorystore.Store
 	ownClient bool // made by the store, closed by Close
-	bounded   bool // the client bounds every call by the timeout itself
 	lib       libraryLoader
 
 	notify    notifier
@@ -158,7 +157,6 @@ func newStore(client redis.UniversalClient, url string, opts Options, own bool) 
 	if own {
 		s.markDials(client)
 	}
-	s.bounded = boundsCalls(client, opts.Timeout)
 	s.wg.Add(3)
 	go s.refreshPresence()
 	go s.checkServer()
@@ -374,16 +372,13 @@ func (s *Store) presenceFlag(b *redisBudget, force bool) int64 {
 // the request it is made for (see callFloor): a call cut short by that
 // bound fails with a *cutShortError.
 //
-// A client that bounds every dial, pool wait, read and write by the
-// timeout itself and honours a sooner deadline of ctx (see boundsCalls),
-// as those NewFromURL builds do, needs no context with the timeout,
-// which costs a timer per call.
+// The whole call is bounded, not each step: a client's own timeouts
+// bound its pool wait, its write and its read one by one, which add up
+// to twice the timeout and more when every connection is stuck on a
+// frozen Redis.
 func (s *Store) call(ctx context.Context, sc *script, b *redisBudget, args []any) (any, error) {
 	ctx = s.logCtx(ctx)
 	bound, short := s.callBound(ctx)
-	if s.bounded && !short {
-		return s.runKeys(ctx, s.client, sc, b.keys, b.keyArgs, args).Result()
-	}
 	cctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	v, err := s.runKeys(cctx, s.client, sc, b.keys, b.keyArgs, args).Result()
@@ -727,6 +722,12 @@ func (s *Store) confirm(ctx context.Context, b *redisBudget, id uint64, leftAt i
 		return s.confirmDuringOutage(b, id)
 	}
 	b.mu.Lock()
+	if s.down.Load() {
+		// Redis failed while this caller waited for b.mu, which a
+		// promotion of held requests holds across its call.
+		b.mu.Unlock()
+		return s.confirmDuringOutage(b, id)
+	}
 	p := b.policy
 	if _, ok := b.ready[id]; ok {
 		delete(b.ready, id)

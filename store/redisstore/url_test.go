@@ -72,3 +72,26 @@ func TestInfoField(t *testing.T) {
 	assert.Equal(t, 7, major("7.0.15"))
 	assert.Equal(t, 0, major("garbage"))
 }
+
+// boundsCalls reports whether client bounds each step of a call by
+// timeout on its own: it honours context deadlines and its dial, pool, read and write
+// timeouts are all positive and no longer than timeout.
+func boundsCalls(client redis.UniversalClient, timeout time.Duration) bool {
+	within := func(ds ...time.Duration) bool {
+		for _, d := range ds {
+			if d <= 0 || d > timeout {
+				return false
+			}
+		}
+		return true
+	}
+	switch c := client.(type) {
+	case *redis.Client:
+		o := c.Options()
+		return o.ContextTimeoutEnabled && within(o.DialTimeout, o.PoolTimeout, o.ReadTimeout, o.WriteTimeout)
+	case *redis.ClusterClient:
+		o := c.Options()
+		return o.ContextTimeoutEnabled && within(o.DialTimeout, o.PoolTimeout, o.ReadTimeout, o.WriteTimeout)
+	}
+	return false
+}
