@@ -86,8 +86,11 @@ func runChaosChild() int {
 	}
 	// A transport of its own, so that its idle connections can be closed
 	// before the goroutines are counted.
-	tr := &http.Transport{}
+	tr := &http.Transport{MaxIdleConnsPerHost: 64} // as many as client-go keeps, so few requests wait for a dial
 	rc := &rest.Config{Host: os.Getenv(childAPI), UserAgent: os.Getenv(chaosEnv), Transport: tr}
+	// Below the limiter: when each counted request leaves the process.
+	sends := &childproc.Sends{Match: func(r *http.Request) bool { return r.URL.Path == "/api/v1/namespaces" }}
+	rc.Wrap(sends.Wrap)
 	if err := lim.Configure(rc); err != nil {
 		return childproc.Fail(err)
 	}
@@ -100,6 +103,10 @@ func runChaosChild() int {
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
+			// Open the worker's connection first, without counting, so
+			// that the server sees requests arrive when the budget lets
+			// them go, not when a connection happens to be ready.
+			_, _ = cs.Discovery().RESTClient().Get().AbsPath("/version").Do(k8sratelimit.WithoutLimit(context.Background())).Raw()
 			for {
 				select {
 				case <-stop:
@@ -139,6 +146,7 @@ func runChaosChild() int {
 		_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
 	}
 	out.Decisions(decisions.Spans())
+	out.Sends(sends.Times())
 	out.Add("goroutines %d %d", before, after)
 	out.Print()
 	return 0

@@ -11,6 +11,8 @@ package k8sratelimit_test
 
 import (
 	"fmt"
+	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -38,6 +40,7 @@ type chaosChild struct {
 
 	requests  []chaosRequest
 	decisions []decided.Span
+	sends     []time.Time // when its counted requests left it
 	slow      []chaosCall // store calls of slowCall or more
 	events    []chaosEvent
 	before    int // goroutines at start
@@ -81,6 +84,7 @@ func (c *chaosChild) stop(t *testing.T) {
 	t.Helper()
 	r := childproc.Parse(c.Stop(t, chaosStopWithin))
 	c.decisions = r.Decisions
+	c.sends = r.Sends
 	var logs []string
 	done := false
 	for _, line := range r.Other {
@@ -152,13 +156,55 @@ func outage(what string, down, up func()) fault {
 
 // sentBy returns how many list requests of the child name reached api.
 func sentBy(api *apisim.Server, name string) int {
-	n := 0
-	for _, r := range api.Requests() {
-		if r.Path == "/api/v1/namespaces" && r.Header.Get("User-Agent") == name {
-			n++
+	return len(arrivalsOf(api, name))
+}
+
+// arrivalsOf returns when the list requests of the children named reached
+// api, in order.
+func arrivalsOf(api *apisim.Server, names ...string) []time.Time {
+	_, by := arrivals(api)
+	var at []time.Time
+	for _, n := range names {
+		at = append(at, by[n]...)
+	}
+	slices.SortFunc(at, func(a, b time.Time) int { return a.Compare(b) })
+	return at
+}
+
+// wireSlack is what the server's clock may see of a window less than the
+// timespan: requests sent a timespan apart may arrive a little closer.
+const wireSlack = chaosTimespan / 100
+
+// wireWithin checks, on the instants requests reached the server, that no
+// window of the timespan (less wireSlack) held more than most, and that
+// more than most arrived in all (so that it could fail).
+func wireWithin(t *testing.T, what string, at []time.Time, most int) {
+	t.Helper()
+	require.Greater(t, len(at), most, "%s: only %d requests reached the server, the check needs %d", what, len(at), most+1)
+	got := apisim.MostInWindow(at, chaosTimespan-wireSlack)
+	assert.LessOrEqual(t, got, most, "%s: %d requests reached the server within %v; the closest %d within %v",
+		what, got, chaosTimespan-wireSlack, most+1, tightest(at, most+1))
+}
+
+// tightest returns the shortest time within which n of the instants at,
+// in order, arrived.
+func tightest(at []time.Time, n int) time.Duration {
+	best := time.Duration(math.MaxInt64)
+	for i := n - 1; i < len(at); i++ {
+		best = min(best, at[i].Sub(at[i-n+1]))
+	}
+	return best
+}
+
+// arrivedBetween returns the instants of at from from to to.
+func arrivedBetween(at []time.Time, from, to time.Time) []time.Time {
+	var in []time.Time
+	for _, a := range at {
+		if !a.Before(from) && !a.After(to) {
+			in = append(in, a)
 		}
 	}
-	return n
+	return in
 }
 
 // requestBound is the longest a request may take: its wait for a slot,
@@ -173,6 +219,12 @@ const requestBound = 2*chaosTimespan + 2*callBound
 // requestBound, through both faults.
 func nothingHangs(t *testing.T, children ...*chaosChild) {
 	t.Helper()
+	nothingHangsWithin(t, requestBound, children...)
+}
+
+// nothingHangsWithin is nothingHangs with every request within bound.
+func nothingHangsWithin(t *testing.T, bound time.Duration, children ...*chaosChild) {
+	t.Helper()
 	for _, c := range children {
 		var slowest time.Duration
 		for _, call := range c.slow {
@@ -184,7 +236,7 @@ func nothingHangs(t *testing.T, children ...*chaosChild) {
 		for _, r := range c.requests {
 			longest = max(longest, r.to.Sub(r.from))
 		}
-		assert.LessOrEqual(t, longest, requestBound, "child %s: a request took %v", c.Name, longest)
+		assert.LessOrEqual(t, longest, bound, "child %s: a request took %v", c.Name, longest)
 		t.Logf("child %s: %d requests, the longest %v; %d store calls of %v or more, the slowest %v",
 			c.Name, len(c.requests), longest.Round(time.Millisecond), len(c.slow), slowCall, slowest.Round(time.Millisecond))
 	}
@@ -274,9 +326,9 @@ func sharedAgain(t *testing.T, what string, from, to time.Time, children ...*cha
 // twoProcessChaos runs two children, the first with four times the load
 // of the second, on one budget with failure policy failure through both
 // faults, checks what every policy promises and returns what ran.
-func twoProcessChaos(t *testing.T, failure string) (faults []fault, back []time.Time, children []*chaosChild) {
+func twoProcessChaos(t *testing.T, failure string) (faults []fault, back []time.Time, children []*chaosChild, api *apisim.Server) {
 	srv := redistest.Start(t)
-	api := apisim.New()
+	api = apisim.New()
 	t.Cleanup(api.Close)
 	// Each request costs the server 20ms: with open, the outage admits
 	// what the workers can send, not what a spinning loop can.
@@ -293,6 +345,11 @@ func twoProcessChaos(t *testing.T, failure string) (faults []fault, back []time.
 	nothingLeft(t, a, b)
 	back = outageSeen(t, faults, a, b)
 	windowWithin(t, "before the first fault", between(allDecisions(a, b), time.Time{}, faults[0].start), chaosLimit)
+	wireWithin(t, "at the server, before the first fault", arrivedBetween(arrivalsOf(api, "a", "b"), time.Time{}, faults[0].start), chaosLimit)
+	for _, c := range children {
+		// A process knows what it sent itself, whatever Redis does.
+		wireWithin(t, "at the server, child "+c.Name+"'s requests", arrivalsOf(api, c.Name), chaosLimit)
+	}
 	for i, f := range faults {
 		until := end
 		if i+1 < len(faults) {
@@ -300,11 +357,11 @@ func twoProcessChaos(t *testing.T, failure string) (faults []fault, back []time.
 		}
 		sharedAgain(t, f.what, back[i], until, a, b)
 	}
-	return faults, back, children
+	return faults, back, children, api
 }
 
 func TestRedisChaosLocal(t *testing.T) {
-	_, _, children := twoProcessChaos(t, "local")
+	_, _, children, api := twoProcessChaos(t, "local")
 	for _, c := range children {
 		for _, r := range c.requests {
 			assert.False(t, r.failed, "child %s: a request failed: %s", c.Name, r.err)
@@ -313,10 +370,11 @@ func TestRedisChaosLocal(t *testing.T) {
 	// README, "Exact across an outage": with several processes, at most
 	// 2 x limit in any window, changeovers included.
 	windowWithin(t, "the whole run", allDecisions(children...), 2*chaosLimit)
+	wireWithin(t, "at the server, the whole run", arrivalsOf(api, "a", "b"), 2*chaosLimit)
 }
 
 func TestRedisChaosOpen(t *testing.T) {
-	faults, back, children := twoProcessChaos(t, "open")
+	faults, back, children, _ := twoProcessChaos(t, "open")
 	for _, c := range children {
 		for _, r := range c.requests {
 			assert.False(t, r.failed, "child %s: a request failed: %s", c.Name, r.err)
@@ -330,7 +388,7 @@ func TestRedisChaosOpen(t *testing.T) {
 }
 
 func TestRedisChaosClosed(t *testing.T) {
-	faults, back, children := twoProcessChaos(t, "closed")
+	faults, back, children, api := twoProcessChaos(t, "closed")
 	failures := 0
 	for _, c := range children {
 		for _, r := range c.requests {
@@ -350,6 +408,7 @@ func TestRedisChaosClosed(t *testing.T) {
 	// Nothing is admitted in an outage, so the window holds the limit
 	// throughout.
 	windowWithin(t, "the whole run", allDecisions(children...), chaosLimit)
+	wireWithin(t, "at the server, the whole run", arrivalsOf(api, "a", "b"), chaosLimit)
 }
 
 // TestRedisChaosOneProcessLocal: one process alone stays exact across a
@@ -371,6 +430,7 @@ func TestRedisChaosOneProcessLocal(t *testing.T) {
 		assert.False(t, r.failed, "a request failed: %s", r.err)
 	}
 	windowWithin(t, "the whole run", c.decisions, chaosLimit)
+	wireWithin(t, "at the server, the whole run", arrivalsOf(api, c.Name), chaosLimit)
 }
 
 // mostWithin returns the largest number of spans that surely lie within
