@@ -77,6 +77,7 @@ type Store struct {
 	outages   atomic.Int64 // outages so far
 	downSince atomic.Int64 // localMicros the current outage started
 	lastErr   atomic.Pointer[error]
+	nextProbe atomic.Int64 // localMicros of the next probe in an outage
 	fallback  *memorystore.Store
 	ownClient bool // made by the store, closed by Close
 	bounded   bool // the client bounds every call by the timeout itself
