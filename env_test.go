@@ -160,12 +160,13 @@ func TestDescribe(t *testing.T) {
 		{EnvEnabled, "true"}, {EnvLimit, "400"}, {EnvTimespan, "minute"}, {EnvAdaptive, "true"},
 		{EnvMaxWait, ""}, {EnvJitter, "0s"}, {EnvOwner, "default"}, {EnvStrategy, "window"},
 		{EnvBurst, ""}, {EnvStore, "memory"}, {EnvRedisURL, ""}, {EnvStoreFailure, "local"},
-		{EnvConcurrency, "auto"}, {EnvConcurrencyMax, ""},
+		{EnvConcurrency, "auto"}, {EnvConcurrencyMax, "100"},
 	}
-	assert.Equal(t, want, got)
+	assert.Equal(t, want, got, "the ceiling of auto is shown as the one in effect")
 
 	for _, c := range []Config{
 		withDefaults(func(c *Config) { c.MaxConcurrency = 40 }),
+		DefaultConfig(), // CONCURRENCY_MAX=100 as printed loads as unset
 		withDefaults(func(c *Config) { c.Concurrency = 3 }),
 		withDefaults(func(c *Config) { c.Concurrency = ConcurrencyOff }),
 	} {
@@ -183,7 +184,7 @@ func TestDescribe(t *testing.T) {
 
 	assert.Equal(t, "1.5s", withDefaults(func(c *Config) { c.Timespan = 1500 * time.Millisecond }).Describe()[2][1],
 		"a timespan set in code that has no name is a Go duration")
-	assert.Equal(t, "enabled=true limit=400 timespan=minute adaptive=true max_wait= jitter=0s owner=default strategy=window burst= store=memory redis_url= store_failure=local concurrency=auto concurrency_max=",
+	assert.Equal(t, "enabled=true limit=400 timespan=minute adaptive=true max_wait= jitter=0s owner=default strategy=window burst= store=memory redis_url= store_failure=local concurrency=auto concurrency_max=100",
 		DefaultConfig().String())
 }
 
