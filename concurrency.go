@@ -87,18 +87,29 @@ func (c Config) concurrency() limiter.Concurrency {
 }
 
 // describeConcurrency returns the values the concurrency variables are
-// printed with, each one its variable accepts; unset ones are empty.
+// printed with, each one its variable accepts: the ceiling of auto as the
+// number in effect (DefaultMaxConcurrency when unset), and empty for a
+// variable that does not apply.
 func (c Config) describeConcurrency() [][2]string {
 	switch {
 	case c.Concurrency == ConcurrencyAuto:
-		top := "" // unset: DefaultMaxConcurrency
-		if c.MaxConcurrency != 0 {
-			top = strconv.Itoa(c.MaxConcurrency)
+		top := c.MaxConcurrency
+		if top == 0 {
+			top = DefaultMaxConcurrency
 		}
-		return [][2]string{{EnvConcurrency, "auto"}, {EnvConcurrencyMax, top}}
+		return [][2]string{{EnvConcurrency, "auto"}, {EnvConcurrencyMax, strconv.Itoa(top)}}
 	case c.Concurrency > 0:
 		return [][2]string{{EnvConcurrency, strconv.Itoa(c.Concurrency)}, {EnvConcurrencyMax, ""}}
 	default:
 		return [][2]string{{EnvConcurrency, "off"}, {EnvConcurrencyMax, ""}}
+	}
+}
+
+// canonicalConcurrency writes a ceiling of auto that is the default as
+// its zero value, so that CONCURRENCY_MAX=100, as Describe prints the
+// default, loads as the same Config as no CONCURRENCY_MAX at all.
+func (c *Config) canonicalConcurrency() {
+	if c.Concurrency == ConcurrencyAuto && c.MaxConcurrency == DefaultMaxConcurrency {
+		c.MaxConcurrency = 0
 	}
 }

@@ -2,16 +2,13 @@ package k8sratelimit
 
 import (
 	"fmt"
-	"net"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	rlerrors "github.com/k8sratelimit/k8sratelimit/errors"
 	"github.com/k8sratelimit/k8sratelimit/store"
+	"github.com/k8sratelimit/k8sratelimit/store/redisstore"
 )
 
 // Strategy is how a budget spreads its requests over its timespan. It is
@@ -291,63 +288,19 @@ func (c Config) checkRedisURL() error {
 }
 
 // redisURLProblem says what is wrong with a Redis URL, or returns "". It
-// never repeats the URL or a part of it, which may hold a password.
+// never repeats a part of the URL that may be a secret (see
+// redisstore.CheckURL).
 func redisURLProblem(s string) string {
-	u, err := url.Parse(s)
-	switch {
-	case err != nil:
-		return "not a valid URL"
-	case u.Scheme != "redis" && u.Scheme != "rediss":
-		return "the scheme is not redis or rediss"
-	case u.Hostname() == "":
-		return "no host"
-	case strings.Contains(s, "#"):
-		return "a fragment (#) is not accepted; write # in a password as %23"
-	}
-	if problem := hostPortProblem(u.Host); problem != "" {
-		return problem
-	}
-	q, err := url.ParseQuery(u.RawQuery)
-	if err != nil {
-		return "the query is not name=value pairs separated by & with valid %-escapes"
-	}
-	parse := func() error { _, err := redis.ParseURL(s); return err }
-	if q.Has("addr") {
-		parse = func() error { _, err := redis.ParseClusterURL(s); return err }
-	}
-	if err := parse(); err != nil {
-		return redisErrorReason(err)
+	if err := redisstore.CheckURL(s); err != nil {
+		return err.Error()
 	}
 	return ""
 }
 
-// hostPortProblem says what is wrong with the host[:port] of a URL, or
-// returns "".
-func hostPortProblem(host string) string {
-	if !strings.HasPrefix(host, "[") && strings.Count(host, ":") > 1 {
-		return "the host and port are not host:port (an IPv6 address goes in brackets)"
-	}
-	if strings.HasSuffix(host, ":") {
-		return "the port is empty"
-	}
-	if _, port, err := net.SplitHostPort(host); err == nil {
-		if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
-			return "the port is not a number from 1 to 65535"
-		}
-	}
-	return ""
-}
-
-// redisErrorReason returns what go-redis says is wrong with a URL without
-// the value it quotes (`invalid dial_timeout duration: time: invalid
-// duration "hunter2"` becomes "invalid dial_timeout duration"): a query
-// value may be a password.
+// redisErrorReason returns the reason of an error of redisstore.NewFromURL
+// without its prefix.
 func redisErrorReason(err error) string {
-	msg := strings.TrimPrefix(err.Error(), "store: redis URL: ")
-	msg = strings.TrimPrefix(msg, "store: redis cluster URL: ")
-	msg = strings.TrimPrefix(msg, "redis: ")
-	msg, _, _ = strings.Cut(msg, ":")
-	return msg
+	return strings.TrimPrefix(err.Error(), "store: redis URL: ")
 }
 
 func (c Config) checkStoreFailure() error {

@@ -158,6 +158,7 @@ func LoadConfig(environ []string) (Config, error) {
 	if err := cfg.Validate(); err != nil {
 		return Config{}, asGiven(err, vars)
 	}
+	cfg.canonicalConcurrency()
 	return cfg, nil
 }
 
@@ -232,9 +233,11 @@ func allDigits(s string) bool {
 
 // Describe returns the effective settings as NAME, value pairs in the order
 // of the configuration table, each written as its variable accepts it: the
-// timespan as second, minute, hour or day, durations as Go durations, and
-// "" for what is unset (MaxWait nil, Burst 0 with StrategyWindow, no Redis
-// URL), since an empty value counts as unset. Loading what it returns gives
+// timespan as second, minute, hour or day, durations as Go durations, the
+// ceiling of ConcurrencyAuto as the number in effect, and "" for what is
+// unset and has no value of its own (MaxWait nil, Burst 0 with
+// StrategyWindow, no Redis URL, MaxConcurrency without ConcurrencyAuto),
+// since an empty value counts as unset. Loading what it returns gives
 // the same Config, but for two things that no variable can say: the Redis
 // URL, shown redacted, and a Timespan set in code that is not one of the
 // four units, shown as a Go duration. It is what the config command prints.

@@ -160,12 +160,13 @@ func TestDescribe(t *testing.T) {
 		{EnvEnabled, "true"}, {EnvLimit, "400"}, {EnvTimespan, "minute"}, {EnvAdaptive, "true"},
 		{EnvMaxWait, ""}, {EnvJitter, "0s"}, {EnvOwner, "default"}, {EnvStrategy, "window"},
 		{EnvBurst, ""}, {EnvStore, "memory"}, {EnvRedisURL, ""}, {EnvStoreFailure, "local"},
-		{EnvConcurrency, "auto"}, {EnvConcurrencyMax, ""},
+		{EnvConcurrency, "auto"}, {EnvConcurrencyMax, "100"},
 	}
-	assert.Equal(t, want, got)
+	assert.Equal(t, want, got, "the ceiling of auto is shown as the one in effect")
 
 	for _, c := range []Config{
 		withDefaults(func(c *Config) { c.MaxConcurrency = 40 }),
+		DefaultConfig(), // CONCURRENCY_MAX=100 as printed loads as unset
 		withDefaults(func(c *Config) { c.Concurrency = 3 }),
 		withDefaults(func(c *Config) { c.Concurrency = ConcurrencyOff }),
 	} {
@@ -183,7 +184,7 @@ func TestDescribe(t *testing.T) {
 
 	assert.Equal(t, "1.5s", withDefaults(func(c *Config) { c.Timespan = 1500 * time.Millisecond }).Describe()[2][1],
 		"a timespan set in code that has no name is a Go duration")
-	assert.Equal(t, "enabled=true limit=400 timespan=minute adaptive=true max_wait= jitter=0s owner=default strategy=window burst= store=memory redis_url= store_failure=local concurrency=auto concurrency_max=",
+	assert.Equal(t, "enabled=true limit=400 timespan=minute adaptive=true max_wait= jitter=0s owner=default strategy=window burst= store=memory redis_url= store_failure=local concurrency=auto concurrency_max=100",
 		DefaultConfig().String())
 }
 
@@ -293,6 +294,11 @@ func TestLoadConfigRejects(t *testing.T) {
 		{"KUBERNETES_RATELIMIT_STORE=redis\nKUBERNETES_RATELIMIT_OWNER=ops\nKUBERNETES_RATELIMIT_REDIS_URL=redis://:hunter2@redis:6379:1", EnvRedisURL, "redis://:xxxxx@redis:6379:1", "not host:port"},
 		{"KUBERNETES_RATELIMIT_STORE=redis\nKUBERNETES_RATELIMIT_OWNER=ops\nKUBERNETES_RATELIMIT_REDIS_URL=redis://r:/0", EnvRedisURL, "redis://r:/0", "port is empty"},
 		{"KUBERNETES_RATELIMIT_STORE=redis\nKUBERNETES_RATELIMIT_OWNER=ops\nKUBERNETES_RATELIMIT_REDIS_URL=redis://r/0#hunter2", EnvRedisURL, "redis://r/0#xxxxx", "fragment"},
+		// Each names the culprit and what to write instead.
+		{"KUBERNETES_RATELIMIT_STORE=redis\nKUBERNETES_RATELIMIT_OWNER=ops\nKUBERNETES_RATELIMIT_REDIS_URL=redis://:hun#ter2@r:6379/0", EnvRedisURL, "redis://<redacted>", `holds "#", which ends the address part of a URL: percent-encode it as %23`},
+		{"KUBERNETES_RATELIMIT_STORE=redis\nKUBERNETES_RATELIMIT_OWNER=ops\nKUBERNETES_RATELIMIT_REDIS_URL=redis://:hunter2@r:99999", EnvRedisURL, "redis://:xxxxx@r:99999", "the port 99999 is not a number from 1 to 65535"},
+		{"KUBERNETES_RATELIMIT_STORE=redis\nKUBERNETES_RATELIMIT_OWNER=ops\nKUBERNETES_RATELIMIT_REDIS_URL=redis://r:6379/0?password=hunter2", EnvRedisURL, "redis://r:6379/0?password=xxxxx", `unexpected option "password": put the password in the user-info part, redis://:PASSWORD@host:6379/0`},
+		{"KUBERNETES_RATELIMIT_STORE=redis\nKUBERNETES_RATELIMIT_OWNER=ops\nKUBERNETES_RATELIMIT_REDIS_URL=redis://r/0?colour=hunter2", EnvRedisURL, "redis://r/0?colour=xxxxx", `unexpected option "colour": accepted are client_name,`},
 		// STORE_FAILURE
 		{"KUBERNETES_RATELIMIT_STORE_FAILURE=fallback", EnvStoreFailure, "fallback", "local, open, closed"},
 		{"KUBERNETES_RATELIMIT_STORE_FAILURE=OPEN", EnvStoreFailure, "OPEN", "local, open, closed"},

@@ -11,7 +11,9 @@ import (
 var ErrClosed = errors.New("k8sratelimit: rate limiter is closed")
 
 // HasRetryAfter is implemented by errors that know how long the caller
-// should wait before trying again. *RateLimitExceededError implements it.
+// should wait before trying again. *RateLimitExceededError implements it,
+// and so does the error of a request the Redis store refused under the
+// "closed" failure policy while Redis is down.
 type HasRetryAfter interface {
 	// RetryAfter returns how long to wait before trying again.
 	RetryAfter() time.Duration

@@ -94,6 +94,9 @@ func TestRateLimitExceededError(t *testing.T) {
 			`client-side rate limit exceeded (budget k8s:ops:api.example.com): next slot in 3s, after the context's deadline: context deadline exceeded`},
 		{&rlerrors.RateLimitExceededError{Wait: time.Second},
 			`client-side rate limit exceeded: next slot in 1s, longer than the maximum wait of 0s`},
+		// Refused by the store within every limit: no maximum wait is named.
+		{&rlerrors.RateLimitExceededError{Key: "k8s:default:api.example.com", Wait: 3 * time.Second, ByStore: true},
+			`client-side rate limit exceeded (budget k8s:default:api.example.com): next slot in 3s, refused by the budget's store`},
 		// Waits as the engine computes them, rounded as a person reads them.
 		{&rlerrors.RateLimitExceededError{Cluster: "prod", Key: "k8s:ops:api.example.com", Wait: 997920626 * time.Nanosecond, MaxWait: 250 * time.Millisecond},
 			`client-side rate limit exceeded for cluster "prod" (budget k8s:ops:api.example.com): next slot in 998ms, longer than the maximum wait of 250ms`},

@@ -37,6 +37,10 @@ type RateLimitExceededError struct {
 	// maximum wait: context.DeadlineExceeded when the context's deadline
 	// came before the slot. It is nil when Wait exceeded MaxWait.
 	Err error
+	// ByStore reports that the budget's store refused the request by
+	// itself, within the request's maximum wait and deadline: a scripted
+	// refusal of package fake. MaxWait is then meaningless and Err is nil.
+	ByStore bool
 }
 
 var (
@@ -45,7 +49,8 @@ var (
 	_ apierrors.APIStatus = (*RateLimitExceededError)(nil)
 )
 
-// Error describes the budget, the wait and why the request could not wait.
+// Error describes the budget, the wait and why the request could not wait:
+// the maximum wait is named only when it was the reason.
 // The API server is named once: the cluster is left out when it is the
 // budget key's own API server (a client configured without a cluster
 // name). Durations are rounded as a person reads them (see readable).
@@ -59,9 +64,12 @@ func (e *RateLimitExceededError) Error() string {
 		fmt.Fprintf(&b, " (budget %s)", e.Key)
 	}
 	fmt.Fprintf(&b, ": next slot in %s", readable(e.RetryAfter()))
-	if e.Err != nil {
+	switch {
+	case e.Err != nil:
 		fmt.Fprintf(&b, ", after the context's deadline: %v", e.Err)
-	} else {
+	case e.ByStore:
+		b.WriteString(", refused by the budget's store")
+	default:
 		fmt.Fprintf(&b, ", longer than the maximum wait of %s", readable(e.MaxWait))
 	}
 	return b.String()

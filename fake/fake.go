@@ -48,8 +48,10 @@ func New() *Recorder {
 	rec := &tally{requests: make(map[string]int)}
 	cfg := k8sratelimit.DefaultConfig()
 	cfg.Adaptive = false
-	never := time.Duration(0)
-	cfg.MaxWait = &never // scripted refusals are not about deadlines
+	// No max wait and no seats: nothing waits, and a scripted refusal
+	// names no maximum wait the caller never set.
+	cfg.MaxWait = nil
+	cfg.Concurrency = k8sratelimit.ConcurrencyOff
 	l, err := k8sratelimit.New(cfg, k8sratelimit.WithStore(rec), k8sratelimit.WithObserver(rec))
 	if err != nil {
 		panic("fake: the default configuration is invalid: " + err.Error())

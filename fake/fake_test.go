@@ -99,6 +99,33 @@ func TestFakeRejectAll(t *testing.T) {
 	assert.NoError(t, err)
 }
 
+// A scripted refusal names a maximum wait only when the caller set one,
+// and then the true one.
+func TestFakeRefusalNamesOnlyAMaxWaitThatWasSet(t *testing.T) {
+	srv := apisim.New()
+	defer srv.Close()
+	f := fake.New()
+	cs, _ := clientFor(t, f, srv.URL)
+
+	list := func(ctx context.Context) string {
+		_, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+		var rle *rlerrors.RateLimitExceededError
+		require.ErrorAs(t, err, &rle)
+		assert.Equal(t, 3*time.Second, rle.RetryAfter())
+		return rle.Error()
+	}
+	f.RejectAll(3 * time.Second)
+	msg := list(context.Background())
+	assert.NotContains(t, msg, "maximum wait", "no max wait was set")
+	assert.Contains(t, msg, "next slot in 3s")
+
+	msg = list(k8sratelimit.WithMaxWait(context.Background(), 10*time.Second))
+	assert.NotContains(t, msg, "maximum wait", "3s is within the max wait of 10s: it is not the reason")
+
+	msg = list(k8sratelimit.WithMaxWait(context.Background(), time.Second))
+	assert.Contains(t, msg, "longer than the maximum wait of 1s")
+}
+
 func TestFakeInstallAsDefault(t *testing.T) {
 	srv := apisim.New()
 	defer srv.Close()

@@ -170,6 +170,9 @@ func (b *Budget) reserve(ctx context.Context, w waitLimits, deferred bool) (stor
 		return res, fmt.Errorf("k8sratelimit: budget %s: %w", b.key, err)
 	}
 	if !res.OK {
+		if res.Wait <= maxWait {
+			return res, b.refuseByStore(res.Wait)
+		}
 		return res, b.refuse(res.Wait, w)
 	}
 	return res, nil
@@ -207,6 +210,14 @@ func (b *Budget) refuse(wait time.Duration, w waitLimits) error {
 		e.Err = context.DeadlineExceeded
 	}
 	return e
+}
+
+// refuseByStore returns the error of a request whose slot is wait away,
+// within its limits, that the store refused by itself (package fake's
+// scripted refusals): the error names no maximum wait and no deadline.
+func (b *Budget) refuseByStore(wait time.Duration) error {
+	b.l.observer.Rejected(b.Cluster(), b.key, wait)
+	return &rlerrors.RateLimitExceededError{Cluster: b.Cluster(), Key: b.key, Wait: wait, ByStore: true}
 }
 
 // sleep waits for the slot of reservation res, confirming it when the

@@ -37,15 +37,17 @@ func throttleCooldown(resp *http.Response, now time.Time) (d time.Duration, ok b
 
 // parseRetryAfter reads a Retry-After header: delta-seconds, or an
 // HTTP-date relative to the Date header (else now). A date in the past is
-// 0.
+// 0; delta-seconds too large for any integer are maxCooldown, as every
+// value above it.
 func parseRetryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 	v := strings.TrimSpace(h.Get("Retry-After"))
 	if v == "" {
 		return 0, false
 	}
-	if secs, err := strconv.ParseUint(v, 10, 64); err == nil {
-		if secs > uint64(maxCooldown/time.Second) {
-			return maxCooldown, true
+	if allDigits(v) {
+		secs, err := strconv.ParseUint(v, 10, 64)
+		if err != nil || secs > uint64(maxCooldown/time.Second) {
+			return maxCooldown, true // too large to parse is very long
 		}
 		return time.Duration(secs) * time.Second, true
 	}
@@ -57,4 +59,18 @@ func parseRetryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 		now = date
 	}
 	return max(at.Sub(now), 0), true
+}
+
+// allDigits reports whether s is one or more ASCII digits, the syntax of
+// delta-seconds.
+func allDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := range len(s) {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }

@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,7 +27,10 @@ func TestThrottleCooldown(t *testing.T) {
 		{"429 negative", 429, map[string]string{"Retry-After": "-3"}, time.Second, true},
 		{"429 fraction", 429, map[string]string{"Retry-After": "1.5"}, time.Second, true},
 		{"429 capped", 429, map[string]string{"Retry-After": "3600"}, 10 * time.Minute, true},
-		{"429 huge", 429, map[string]string{"Retry-After": "99999999999999999999999"}, time.Second, true},
+		{"429 huge", 429, map[string]string{"Retry-After": "99999999999999999999999"}, 10 * time.Minute, true},
+		{"429 just past uint64", 429, map[string]string{"Retry-After": "18446744073709551616"}, 10 * time.Minute, true},
+		{"429 leading zeros", 429, map[string]string{"Retry-After": "000000000000000000000000000012"}, 12 * time.Second, true},
+		{"503 huge", 503, map[string]string{"Retry-After": "99999999999999999999"}, 10 * time.Minute, true},
 		{"429 http-date against Date", 429, map[string]string{"Retry-After": now.Add(30 * time.Second).Format(http.TimeFormat), "Date": date}, 30 * time.Second, true},
 		{"429 http-date in the past", 429, map[string]string{"Retry-After": now.Add(-time.Minute).Format(http.TimeFormat), "Date": date}, 0, true},
 		{"429 http-date capped", 429, map[string]string{"Retry-After": now.Add(time.Hour).Format(http.TimeFormat), "Date": date}, 10 * time.Minute, true},
@@ -69,6 +73,27 @@ func FuzzParseRetryAfter(f *testing.F) {
 			if d < 0 || d > maxCooldown {
 				t.Fatalf("cooldown %v out of 0 … %v for Retry-After %q, Date %q", d, maxCooldown, retryAfter, date)
 			}
+			if want, digits := deltaSeconds(retryAfter); digits && d != want {
+				t.Fatalf("Retry-After %q: cooldown %v, want %v", retryAfter, d, want)
+			}
 		}
 	})
+}
+
+// deltaSeconds returns the cooldown a delta-seconds Retry-After v asks
+// for, computed digit by digit so that no value overflows, and false
+// when v is not delta-seconds.
+func deltaSeconds(v string) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" || strings.Trim(v, "0123456789") != "" {
+		return 0, false
+	}
+	var secs time.Duration
+	for _, c := range v {
+		secs = secs*10 + time.Duration(c-'0')
+		if secs > maxCooldown/time.Second {
+			return maxCooldown, true
+		}
+	}
+	return secs * time.Second, true
 }

@@ -73,19 +73,21 @@ func isLog(req *http.Request) bool {
 	return resource == "pods"
 }
 
-// isWatch reports whether req opens a watch: watch=true (or 1) in the
-// query, which also marks client-go's streaming list, or the legacy
-// /watch/ path.
+// isWatch reports whether req opens a watch, as the API server reads it:
+// the legacy /watch/ path, or a watch query parameter (which also marks
+// client-go's streaming list) whose first value is anything but "0" or
+// "false" in any case, an empty one included: apimachinery's
+// Convert_Slice_string_To_bool on the query as net/url parses it.
 func isWatch(req *http.Request) bool {
 	if req.URL == nil {
 		return false
 	}
-	for q := req.URL.RawQuery; q != ""; {
-		var kv string
-		kv, q, _ = strings.Cut(q, "&")
-		if v, ok := strings.CutPrefix(kv, "watch="); ok {
-			return v == "true" || v == "1"
-		}
+	if strings.Contains(req.URL.Path, "/watch/") {
+		return true
 	}
-	return strings.Contains(req.URL.Path, "/watch/")
+	if req.URL.RawQuery == "" {
+		return false
+	}
+	v := req.URL.Query()["watch"]
+	return len(v) > 0 && v[0] != "0" && !strings.EqualFold(v[0], "false")
 }

@@ -14,7 +14,7 @@ const (
 	// FailureOpen admits every request.
 	FailureOpen FailurePolicy = "open"
 	// FailureClosed fails every counted request with an error that wraps the
-	// store's.
+	// store's; the Redis store's error also implements errors.HasRetryAfter.
 	FailureClosed FailurePolicy = "closed"
 )
 

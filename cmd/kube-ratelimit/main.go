@@ -28,9 +28,11 @@
 // the table in place when standard output is a terminal (cursor home, clear
 // screen) and appends one table after another otherwise.
 //
-// config prints each value as its variable accepts it (an unset one as
-// nothing), so that the table set back in the environment loads as the same
-// configuration, the redacted Redis URL aside. It exits with status 2 when
+// config prints each value as its variable accepts it (a default as the
+// value in effect, CONCURRENCY_MAX's 100 included; an unset one with no
+// value of its own, such as MAX_WAIT without a cap, as nothing), so that
+// the table set back in the environment loads as the same configuration,
+// the redacted Redis URL aside. It exits with status 2 when
 // the configuration is invalid, printing the error that names the variable.
 package main
 
@@ -95,7 +97,7 @@ func configCmd(args, environ []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	// Each value is printed as its variable accepts it, and an unset one
-	// (empty) as nothing: set back in the environment, the table loads as
+	// with no value of its own as nothing: set back in the environment, the table loads as
 	// the same configuration (the Redis URL aside, which is redacted).
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "VARIABLE\tEFFECTIVE VALUE")

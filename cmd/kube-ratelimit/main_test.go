@@ -25,7 +25,21 @@ func TestConfigCommand(t *testing.T) {
 			name:       "defaults",
 			args:       []string{"config"},
 			wantStatus: 0,
-			wantOut:    []string{`(?m)^KUBERNETES_RATELIMIT +400$`, `(?m)^KUBERNETES_RATELIMIT_TIMESPAN +minute$`, `(?m)^KUBERNETES_RATELIMIT_MAX_WAIT *$`, `(?m)^KUBERNETES_RATELIMIT_BURST *$`, `(?m)^KUBERNETES_RATELIMIT_REDIS_URL *$`},
+			wantOut:    []string{`(?m)^KUBERNETES_RATELIMIT +400$`, `(?m)^KUBERNETES_RATELIMIT_TIMESPAN +minute$`, `(?m)^KUBERNETES_RATELIMIT_MAX_WAIT *$`, `(?m)^KUBERNETES_RATELIMIT_BURST *$`, `(?m)^KUBERNETES_RATELIMIT_REDIS_URL *$`, `(?m)^KUBERNETES_RATELIMIT_CONCURRENCY_MAX +100$`},
+		},
+		{
+			name:       "concurrency ceiling set",
+			args:       []string{"config"},
+			env:        []string{"KUBERNETES_RATELIMIT_CONCURRENCY_MAX=40"},
+			wantStatus: 0,
+			wantOut:    []string{`(?m)^KUBERNETES_RATELIMIT_CONCURRENCY +auto$`, `(?m)^KUBERNETES_RATELIMIT_CONCURRENCY_MAX +40$`},
+		},
+		{
+			name:       "fixed concurrency",
+			args:       []string{"config"},
+			env:        []string{"KUBERNETES_RATELIMIT_CONCURRENCY=8"},
+			wantStatus: 0,
+			wantOut:    []string{`(?m)^KUBERNETES_RATELIMIT_CONCURRENCY +8$`, `(?m)^KUBERNETES_RATELIMIT_CONCURRENCY_MAX *$`},
 		},
 		{
 			name:       "redis password redacted",
@@ -92,6 +106,9 @@ func TestConfigCommandLoadsBack(t *testing.T) {
 		{"KUBERNETES_RATELIMIT_TIMESPAN=hour", "KUBERNETES_RATELIMIT_MAX_WAIT=0", "KUBERNETES_RATELIMIT_ADAPTIVE=no"},
 		{"KUBERNETES_RATELIMIT_STRATEGY=linear", "KUBERNETES_RATELIMIT=100000"},
 		{"KUBERNETES_RATELIMIT_STRATEGY=linear", "KUBERNETES_RATELIMIT_BURST=7", "KUBERNETES_RATELIMIT_STORE_FAILURE=closed"},
+		{"KUBERNETES_RATELIMIT_CONCURRENCY_MAX=100"},
+		{"KUBERNETES_RATELIMIT_CONCURRENCY_MAX=7"},
+		{"KUBERNETES_RATELIMIT_CONCURRENCY=off"},
 		redis,
 	}
 	for _, env := range envs {

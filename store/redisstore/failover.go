@@ -23,6 +23,7 @@ func (s *Store) trip(err error) {
 	}
 	s.outages.Add(1)
 	s.downSince.Store(s.localMicros())
+	s.nextProbe.Store(s.localMicros() + int64(probeEvery/time.Microsecond))
 	cause := Cause(err)
 	s.cause.Store(&cause)
 	s.log.Error(err, "Redis store unavailable; deciding by the failure policy until it answers",
@@ -49,6 +50,7 @@ func (s *Store) probe() {
 			return
 		case <-t.C:
 		}
+		s.nextProbe.Store(s.localMicros() + int64(probeEvery/time.Microsecond))
 		ctx, cancel := context.WithTimeout(s.background(), s.opts.Timeout)
 		err := s.checkUsable(ctx) // it answers, and runs scripts
 		cancel()
@@ -125,14 +127,39 @@ func (s *Store) outageError() error {
 	return errors.New("store: redis unavailable")
 }
 
-// storeError returns the error of a request refused by FailureClosed.
+// minRetryAfter is the least RetryAfter of a request refused by
+// FailureClosed, so that a caller honouring it never spins.
+const minRetryAfter = 100 * time.Millisecond
+
+// storeError returns the error of a request refused by FailureClosed. Its
+// RetryAfter is the time until the next background probe of Redis.
 func (s *Store) storeError() error {
 	err := fmt.Errorf("unknown error")
 	if p := s.lastErr.Load(); p != nil {
 		err = *p
 	}
-	return fmt.Errorf("store: redis unavailable (store failure policy %q): %w", store.FailureClosed, err)
+	retry := time.Duration(s.nextProbe.Load()-s.localMicros()) * time.Microsecond
+	return &unavailableError{err: err, retryAfter: max(retry, minRetryAfter)}
 }
+
+// unavailableError is the error of a request refused by FailureClosed
+// while Redis cannot be reached. It wraps the Redis error and implements
+// errors.HasRetryAfter.
+type unavailableError struct {
+	err        error
+	retryAfter time.Duration
+}
+
+func (e *unavailableError) Error() string {
+	return fmt.Sprintf("store: redis unavailable (store failure policy %q, retry after %s): %v",
+		store.FailureClosed, e.retryAfter.Round(time.Millisecond), e.err)
+}
+
+func (e *unavailableError) Unwrap() error { return e.err }
+
+// RetryAfter returns how long until the store next checks whether Redis
+// answers again, at least minRetryAfter.
+func (e *unavailableError) RetryAfter() time.Duration { return e.retryAfter }
 
 // failed handles a failed call: the caller's own cancellation is passed
 // on, anything else starts an outage and the call is decided by the

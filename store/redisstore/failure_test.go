@@ -2,6 +2,9 @@ package redisstore_test
 
 import (
 	"context"
+	"errors"
+	"io"
+	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	rlerrors "github.com/k8sratelimit/k8sratelimit/errors"
 	"github.com/k8sratelimit/k8sratelimit/internal/redistest"
 	"github.com/k8sratelimit/k8sratelimit/store"
 	"github.com/k8sratelimit/k8sratelimit/store/redisstore"
@@ -129,6 +133,27 @@ func TestRedisOutageClosedFails(t *testing.T) {
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "redis unavailable")
 		assert.Contains(t, err.Error(), `"closed"`)
+	}
+}
+
+// A refusal of the closed policy says when to try again: at the store's
+// next probe of Redis, so that a caller honouring it does not spin. It
+// still wraps the Redis error.
+func TestRedisOutageClosedSaysWhenToRetry(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newURLStore(t, srv, store.FailureClosed, nil)
+	srv.Kill()
+	for range 3 {
+		_, err := timedReserve(t, s, "k", outagePolicy, anyWait)
+		require.Error(t, err)
+		var hasRetryAfter rlerrors.HasRetryAfter
+		require.ErrorAs(t, err, &hasRetryAfter)
+		assert.GreaterOrEqual(t, hasRetryAfter.RetryAfter(), 100*time.Millisecond, "never a spin")
+		assert.LessOrEqual(t, hasRetryAfter.RetryAfter(), time.Second, "no later than the next probe")
+		var opErr *net.OpError
+		assert.True(t, errors.As(err, &opErr) || errors.Is(err, io.EOF),
+			"the Redis error is wrapped (a dial error, or EOF on a pooled connection): %v", err)
+		assert.Contains(t, err.Error(), "retry after")
 	}
 }
 

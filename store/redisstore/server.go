@@ -19,14 +19,17 @@ func clientFromURL(rawURL string, timeout time.Duration) (redis.UniversalClient,
 	if timeout <= 0 {
 		timeout = 500 * time.Millisecond
 	}
+	if err := CheckURL(rawURL); err != nil {
+		return nil, fmt.Errorf("store: redis URL: %w", err)
+	}
 	u, err := url.Parse(rawURL)
-	if err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") {
-		return nil, fmt.Errorf("store: redis URL: want redis:// or rediss://")
+	if err != nil {
+		return nil, fmt.Errorf("store: redis URL: not a valid URL")
 	}
 	if u.Query().Has("addr") {
 		o, err := redis.ParseClusterURL(rawURL)
 		if err != nil {
-			return nil, fmt.Errorf("store: redis cluster URL: %w", err)
+			return nil, fmt.Errorf("store: redis URL: %s", goRedisReason(err))
 		}
 		o.ContextTimeoutEnabled = true
 		o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.PoolTimeout = timeout, timeout, timeout, timeout
@@ -38,7 +41,7 @@ func clientFromURL(rawURL string, timeout time.Duration) (redis.UniversalClient,
 	}
 	o, err := redis.ParseURL(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("store: redis URL: %w", err)
+		return nil, fmt.Errorf("store: redis URL: %s", goRedisReason(err))
 	}
 	o.ContextTimeoutEnabled = true
 	o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.PoolTimeout = timeout, timeout, timeout, timeout
