@@ -89,7 +89,7 @@ type Store struct {
 	downSince atomic.Int64 // localMicros the current outage started
 	lastErr   atomic.Pointer[error]
 	cause     atomic.Pointer[string] // the cause of the outage last reported
-	nextProbe atomic.Int64 // localMicros of the next probe in an outage
+	nextProbe atomic.Int64           // localMicros of the next probe in an outage
 	fallback  *memorystore.Store
 	ownClient bool // made by the store, closed by Close
 	lib       libraryLoader
