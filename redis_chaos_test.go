@@ -172,18 +172,26 @@ func arrivalsOf(api *apisim.Server, names ...string) []time.Time {
 }
 
 // wireSlack is what the server's clock may see of a window less than the
-// timespan: requests sent a timespan apart may arrive a little closer.
-const wireSlack = chaosTimespan / 100
+// timespan, as a fraction of it: requests sent a timespan apart may arrive
+// a little closer.
+const wireSlack = 0.01
 
 // wireWithin checks, on the instants requests reached the server, that no
-// window of the timespan (less wireSlack) held more than most, and that
-// more than most arrived in all (so that it could fail).
+// window of the chaos timespan (less wireSlack) held more than most, and
+// that more than most arrived in all (so that it could fail).
 func wireWithin(t *testing.T, what string, at []time.Time, most int) {
 	t.Helper()
+	wireHolds(t, what, at, most, chaosTimespan)
+}
+
+// wireHolds is wireWithin for a timespan of span.
+func wireHolds(t *testing.T, what string, at []time.Time, most int, span time.Duration) {
+	t.Helper()
 	require.Greater(t, len(at), most, "%s: only %d requests reached the server, the check needs %d", what, len(at), most+1)
-	got := apisim.MostInWindow(at, chaosTimespan-wireSlack)
+	window := span - time.Duration(wireSlack*float64(span))
+	got := apisim.MostInWindow(at, window)
 	assert.LessOrEqual(t, got, most, "%s: %d requests reached the server within %v; the closest %d within %v",
-		what, got, chaosTimespan-wireSlack, most+1, tightest(at, most+1))
+		what, got, window, most+1, tightest(at, most+1))
 }
 
 // tightest returns the shortest time within which n of the instants at,

@@ -295,6 +295,7 @@ func TestRedisProcessesShareOneExactBudget(t *testing.T) {
 	require.Len(t, arrivalsAt(api), total, "the server saw every request")
 	require.Equal(t, total, decisionCount(children...), "one decision a request")
 	windowHolds(t, children, limit, time.Second)
+	wireHolds(t, "at the server", arrivalsAt(api), limit, time.Second)
 
 	// All the demand waits from the start, so the budget is used to the
 	// full: exactly, the last request leaves (total/limit - 1) timespans
@@ -368,6 +369,12 @@ func TestRedis429InOneProcessCoolsDownTheOthers(t *testing.T) {
 				"process %s let a request go %v after the 429, during the cooldown", c.Name, d.From.Sub(at).Round(time.Millisecond))
 		}
 	}
+	// And nothing reaches the server in that time, but requests already
+	// on their way when the cooldown was set.
+	for _, x := range arrivalsAt(api) {
+		assert.False(t, x.After(at.Add(2*throttleLatency)) && x.Before(at.Add(cooldown)),
+			"a request reached the server %v after the 429, during the cooldown", x.Sub(at).Round(time.Millisecond))
+	}
 	assert.True(t, slices.ContainsFunc(b.sends, func(x time.Time) bool { return x.After(at.Add(cooldown)) }),
 		"the other process goes on after the cooldown")
 	// After the cooldown both processes wait on the budget again, and the
@@ -382,6 +389,7 @@ func TestRedis429InOneProcessCoolsDownTheOthers(t *testing.T) {
 	}
 	require.Greater(t, after, limit, "more than a window's worth is let go after the cooldown")
 	windowHolds(t, []*child{a, b}, limit, time.Second)
+	wireHolds(t, "at the server", arrivalsAt(api), limit, time.Second)
 }
 
 func TestRedisKilledProcessDoesNotStallTheOthers(t *testing.T) {
