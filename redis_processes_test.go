@@ -414,3 +414,22 @@ func TestRedisKilledProcessDoesNotStallTheOthers(t *testing.T) {
 	assert.Less(t, took, 12*time.Second, "the others are not stalled past the killed process's presence")
 	t.Logf("the survivor sent its 4 requests %v after the kill", took.Round(time.Millisecond))
 }
+
+// TestRedisProcessesShareTheSeats: two processes sharing a fixed
+// concurrency limit through Redis never have more requests in flight
+// together than the limit, as the server counts them.
+func TestRedisProcessesShareTheSeats(t *testing.T) {
+	srv := redistest.Start(t)
+	api := apisim.New()
+	t.Cleanup(api.Close)
+	const seats, requests, workers = 3, 60, 10
+	api.SetCapacity(100, 0, 20*time.Millisecond) // each request takes 20ms
+	env := append(sharedEnv(srv.URL(), 1000, "second"), "KUBERNETES_RATELIMIT_CONCURRENCY="+strconv.Itoa(seats))
+	a := startChild(t, "a", api.URL, env, requests, workers, 0)
+	b := startChild(t, "b", api.URL, env, requests, workers, 0)
+	served := a.wait(t) + b.wait(t)
+	assert.Equal(t, 2*requests, served, "every request is served")
+	most := api.MostInFlight("/api/v1/namespaces")
+	assert.LessOrEqual(t, most, seats, "requests the server served at once")
+	assert.Positive(t, most)
+}

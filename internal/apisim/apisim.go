@@ -44,6 +44,8 @@ type Server struct {
 	rejected int // answers 429 or 503, by the throttle or by capacity
 	throttle ThrottleFunc
 	capacity *capacity
+	inFlight map[string]int // requests being served, by path
+	most     map[string]int // the most ever served at once, by path
 	stop     chan struct{}
 	stopOnce sync.Once
 }
@@ -150,11 +152,29 @@ func (s *Server) Reset() {
 	s.requests = nil
 }
 
+// MostInFlight returns the most requests for path the server was serving
+// at once, from their arrival until their answer was written.
+func (s *Server) MostInFlight(path string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.most[path]
+}
+
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Header: r.Header.Clone(), At: time.Now()})
 	throttle, c := s.throttle, s.capacity
+	if s.inFlight == nil {
+		s.inFlight, s.most = map[string]int{}, map[string]int{}
+	}
+	s.inFlight[r.URL.Path]++
+	s.most[r.URL.Path] = max(s.most[r.URL.Path], s.inFlight[r.URL.Path])
 	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.inFlight[r.URL.Path]--
+		s.mu.Unlock()
+	}()
 
 	if throttle != nil {
 		if status, header := throttle(r); status != 0 {
