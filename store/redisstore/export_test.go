@@ -123,7 +123,3 @@ var ParseJoin = parseJoin
 
 // LibraryName is the name of the store's library of functions.
 var LibraryName = libraryName
-
-// LeaseFor sets how long a lease may be used, for budgets whose timespan
-// is 16 times that or more.
-func LeaseFor(s *Store, d time.Duration) { s.leaseMost = d }
