@@ -115,7 +115,7 @@ func JoinOver(s *Store) {
 	})
 }
 
-// JoinWait is how long a newcomer to a budget others use takes no seat.
+// JoinWait is how long a newcomer to a budget others use takes one seat only.
 const JoinWait = joinWait
 
 // ParseJoin is parseJoin.
