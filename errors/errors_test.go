@@ -102,6 +102,13 @@ func TestRateLimitExceededError(t *testing.T) {
 			`client-side rate limit exceeded for cluster "prod" (budget k8s:ops:api.example.com): next slot in 998ms, longer than the maximum wait of 250ms`},
 		{&rlerrors.RateLimitExceededError{Key: "k8s:ops:api.example.com", Wait: 150*time.Second + 12*time.Millisecond, MaxWait: time.Minute},
 			`client-side rate limit exceeded (budget k8s:ops:api.example.com): next slot in 2m30s, longer than the maximum wait of 1m`},
+		// What the request would have waited for.
+		{&rlerrors.RateLimitExceededError{Key: "k8s:ops:api.example.com", Wait: 101 * time.Millisecond, WaitingFor: rlerrors.WaitingForSeat},
+			`client-side rate limit exceeded (budget k8s:ops:api.example.com): next slot in 101ms (waiting for a seat), longer than the maximum wait of 0s`},
+		{&rlerrors.RateLimitExceededError{Key: "k8s:ops:api.example.com", Wait: 30 * time.Second, MaxWait: time.Second, WaitingFor: rlerrors.WaitingForCooldown},
+			`client-side rate limit exceeded (budget k8s:ops:api.example.com): next slot in 30s (cooling down after the server's 429), longer than the maximum wait of 1s`},
+		{&rlerrors.RateLimitExceededError{Key: "k8s:ops:api.example.com", Wait: time.Minute, Err: context.DeadlineExceeded, WaitingFor: rlerrors.WaitingForRateSlot},
+			`client-side rate limit exceeded (budget k8s:ops:api.example.com): next slot in 1m (waiting for a rate slot), after the context's deadline: context deadline exceeded`},
 	}
 	for _, tt := range tests {
 		assert.Equal(t, tt.want, tt.err.Error())

@@ -41,6 +41,37 @@ type RateLimitExceededError struct {
 	// itself, within the request's maximum wait and deadline: a scripted
 	// refusal of package fake. MaxWait is then meaningless and Err is nil.
 	ByStore bool
+	// WaitingFor is what the request would have waited for: a rate slot,
+	// the end of a server's cooldown, or a seat. Empty when not known.
+	WaitingFor WaitingFor
+}
+
+// WaitingFor names what a request waits for before it is sent. The zero
+// value names nothing.
+type WaitingFor string
+
+const (
+	// WaitingForRateSlot: its slot in the rate budget (the window or the
+	// linear pacing) is further away.
+	WaitingForRateSlot WaitingFor = "rate slot"
+	// WaitingForCooldown: the budget cools down after the API server's
+	// throttling answer (429, or 503 with Retry-After).
+	WaitingForCooldown WaitingFor = "cooldown"
+	// WaitingForSeat: every seat of the concurrency limit is held.
+	WaitingForSeat WaitingFor = "seat"
+)
+
+// phrase returns how an error message names w, "" for none.
+func (w WaitingFor) phrase() string {
+	switch w {
+	case WaitingForRateSlot:
+		return "waiting for a rate slot"
+	case WaitingForCooldown:
+		return "cooling down after the server's 429"
+	case WaitingForSeat:
+		return "waiting for a seat"
+	}
+	return ""
 }
 
 var (
@@ -64,6 +95,9 @@ func (e *RateLimitExceededError) Error() string {
 		fmt.Fprintf(&b, " (budget %s)", e.Key)
 	}
 	fmt.Fprintf(&b, ": next slot in %s", readable(e.RetryAfter()))
+	if p := e.WaitingFor.phrase(); p != "" {
+		fmt.Fprintf(&b, " (%s)", p)
+	}
 	switch {
 	case e.Err != nil:
 		fmt.Fprintf(&b, ", after the context's deadline: %v", e.Err)

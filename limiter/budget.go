@@ -173,9 +173,18 @@ func (b *Budget) reserve(ctx context.Context, w waitLimits, deferred bool) (stor
 		if res.Wait <= maxWait {
 			return res, b.refuseByStore(res.Wait)
 		}
-		return res, b.refuse(res.Wait, w)
+		return res, b.refuse(res.Wait, w, slotWaitFor(res.Cooldown))
 	}
 	return res, nil
+}
+
+// slotWaitFor names what a request whose slot is ahead waits for: the
+// end of a cooldown when the budget cools down, else a rate slot.
+func slotWaitFor(cooldown bool) rlerrors.WaitingFor {
+	if cooldown {
+		return rlerrors.WaitingForCooldown
+	}
+	return rlerrors.WaitingForRateSlot
 }
 
 // waitLimits is how long a request may wait, and why.
@@ -202,10 +211,10 @@ func (b *Budget) limits(ctx context.Context) waitLimits {
 }
 
 // refuse returns the error of a request whose slot is wait away, beyond
-// the limits w.
-func (b *Budget) refuse(wait time.Duration, w waitLimits) error {
+// the limits w, waiting for what.
+func (b *Budget) refuse(wait time.Duration, w waitLimits, what rlerrors.WaitingFor) error {
 	b.l.observer.Rejected(b.Cluster(), b.key, wait)
-	e := &rlerrors.RateLimitExceededError{Cluster: b.Cluster(), Key: b.key, Wait: wait, MaxWait: w.maxWait}
+	e := &rlerrors.RateLimitExceededError{Cluster: b.Cluster(), Key: b.key, Wait: wait, MaxWait: w.maxWait, WaitingFor: what}
 	if w.byDeadline {
 		e.Err = context.DeadlineExceeded
 	}
@@ -271,7 +280,7 @@ func (b *Budget) sleep(ctx context.Context, stop <-chan struct{}, res store.Rese
 		// The slot moved: give up now if it is out of reach.
 		if l.clock.Since(w.start)+left > w.limit {
 			b.release(ctx, res.ID)
-			return b.refuse(left, w)
+			return b.refuse(left, w, slotWaitFor(res.Cooldown))
 		}
 		// Reservations also move after a late send or a departed process;
 		// only a cooldown in force makes it the reason.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"k8s.io/utils/clock"
 
+	rlerrors "github.com/k8sratelimit/k8sratelimit/errors"
 	"github.com/k8sratelimit/k8sratelimit/store"
 	"github.com/k8sratelimit/k8sratelimit/store/memorystore"
 )
@@ -50,7 +51,7 @@ func (b *Budget) ownSlot(ctx context.Context, stop <-chan struct{}, w waitLimits
 	case err != nil:
 		return err
 	case !res.OK:
-		return b.refuse(res.Wait, w)
+		return b.refuse(res.Wait, w, rlerrors.WaitingForRateSlot)
 	}
 	for wait := res.Wait; wait > 0; {
 		if err := b.await(ctx, stop, wait); err != nil {

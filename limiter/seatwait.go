@@ -6,6 +6,7 @@ import (
 	"errors"
 	"time"
 
+	rlerrors "github.com/k8sratelimit/k8sratelimit/errors"
 	"github.com/k8sratelimit/k8sratelimit/store"
 )
 
@@ -40,7 +41,7 @@ func (b *Budget) waitSeat(ctx context.Context, stop <-chan struct{}, w *waitLimi
 				return st, nil
 			}
 		}
-		return seat{}, b.refuse(max(cooldown, b.seats.estimate()), *w)
+		return seat{}, b.refuseSeat(cooldown, *w)
 	}
 	if !l.addWaiter() {
 		return seat{}, errClosed
@@ -67,11 +68,11 @@ func (b *Budget) inLine(ctx context.Context, stop <-chan struct{}, w *waitLimits
 		w.seatWait = l.clock.Since(w.start)
 		return sw.seat, nil
 	case <-timeout:
-		quit = b.refuse(max(b.cooldownLeft(ctx), b.seats.estimate()), *w)
+		quit = b.refuseSeat(b.cooldownLeft(ctx), *w)
 	case <-ctx.Done():
 		quit = ctx.Err()
 		if w.byDeadline && errors.Is(quit, context.DeadlineExceeded) {
-			quit = b.refuse(max(b.cooldownLeft(ctx), b.seats.estimate()), *w)
+			quit = b.refuseSeat(b.cooldownLeft(ctx), *w)
 		}
 	case <-stop:
 		quit = errStopped
@@ -82,6 +83,17 @@ func (b *Budget) inLine(ctx context.Context, stop <-chan struct{}, w *waitLimits
 		st.free(outcomeUnsent)
 	}
 	return seat{}, quit
+}
+
+// refuseSeat refuses a request that waits for a seat, with the budget's
+// cooldown left: it waits for whichever of the seat and the cooldown's
+// end comes later.
+func (b *Budget) refuseSeat(cooldown time.Duration, w waitLimits) error {
+	seat := b.seats.estimate()
+	if cooldown >= seat {
+		return b.refuse(cooldown, w, rlerrors.WaitingForCooldown)
+	}
+	return b.refuse(seat, w, rlerrors.WaitingForSeat)
 }
 
 // cooldownLeft returns the cooldown left on the budget, 0 when none or

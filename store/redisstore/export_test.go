@@ -115,7 +115,7 @@ func JoinOver(s *Store) {
 	})
 }
 
-// JoinWait is how long a newcomer to a budget others use takes no seat.
+// JoinWait is how long a newcomer to a budget others use takes one seat only.
 const JoinWait = joinWait
 
 // ParseJoin is parseJoin.
@@ -123,7 +123,3 @@ var ParseJoin = parseJoin
 
 // LibraryName is the name of the store's library of functions.
 var LibraryName = libraryName
-
-// LeaseFor sets how long a lease may be used, for budgets whose timespan
-// is 16 times that or more.
-func LeaseFor(s *Store, d time.Duration) { s.leaseMost = d }

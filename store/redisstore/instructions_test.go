@@ -120,9 +120,8 @@ var waiterKind = redisKind{"window-waiter", func(tb testing.TB, c *redis.Client)
 // be confirmed by Sent, the two stores taking turns, and every 32
 // decisions the requests leave, the two processes' in turn, and each
 // store records its 16 sends in one script (lua/sent.lua), each after its
-// slot; the second store's land among the first's, late. Leases are off,
-// so that every decision makes its round trip whatever the timing under
-// valgrind. The timespan is a minute, so that no send goes stale during
+// slot; the second store's land among the first's, late. Every decision
+// makes its round trip. The timespan is a minute, so that no send goes stale during
 // the count: the ring grows at the same decisions in every run.
 var batchedSendsPolicy = store.Policy{Strategy: store.StrategyWindow, Limit: 1_000_000, Timespan: time.Minute}
 
@@ -130,7 +129,6 @@ var batchedSendsKind = redisKind{"window-2-processes-batched-sends", func(tb tes
 	var stores [2]*redisstore.Store
 	for i := range stores {
 		stores[i] = benchStore(tb, c)
-		redisstore.LeaseFor(stores[i], 0)
 	}
 	var ids [2][]uint64
 	turn := 0

@@ -84,7 +84,6 @@ func (s *Store) deliver(ch <-chan *redis.Message) {
 				}
 				continue
 			}
-			s.dropLeaseOf(m.Channel)
 			n.mu.Lock()
 			fs := n.moved[m.Channel]
 			n.mu.Unlock()

@@ -26,7 +26,6 @@ type sentSend struct {
 
 	rec   record // its record, when batch
 	batch bool   // kept as a send at its slot: recorded in a batch
-	drop  bool   // a leased reservation no request used, to drop (see lease.go)
 }
 
 // sentQueue holds the sends to record, for one goroutine to run.
@@ -93,11 +92,10 @@ func (s *Store) recordSends() {
 // be recorded with: sentGatherMax, or less, a twentieth of the shortest
 // timespan among their budgets. Meanwhile each counts at its slot, a
 // little earlier than it left; what bounds the wait is that it must land
-// long before that slot is a timespan old. A slot is at most a sixteenth
-// of a timespan older than its request (a lease, see lease.go), which
-// waited less than a quarter of one for its seat (a longer wait confirms
-// with Redis first): gathered, a send lands within about a third of a
-// timespan of its slot.
+// long before that slot is a timespan old. A slot is reserved when its
+// request starts to wait for a seat, and a wait of a quarter of a
+// timespan or more confirms with Redis first: gathered, a send lands
+// within about a third of a timespan of its slot.
 func (s *Store) sentGather() time.Duration {
 	q := &s.sentQ
 	q.mu.Lock()
@@ -130,10 +128,8 @@ func (s *Store) flushSent() {
 	batches := map[*redisBudget][]sentSend{}
 	var single []sentSend
 	for _, x := range sends {
-		if !x.drop {
-			x.rec, x.batch = x.b.atOnce(x.id)
-		}
-		if x.drop || x.batch {
+		x.rec, x.batch = x.b.atOnce(x.id)
+		if x.batch {
 			batches[x.b] = append(batches[x.b], x)
 		} else {
 			single = append(single, x)
@@ -196,26 +192,17 @@ func (s *Store) recordBatch(ctx context.Context, xs []sentSend) {
 	args := s.argsAt(p, hereNot, offset, 1+2*len(xs))
 	args = append(args, "0")
 	for _, x := range xs {
-		if x.drop {
-			args = append(args, "-"+x.rec.member, 0)
-			continue
-		}
 		args = append(args, x.rec.member, s.offsetAt(x.at)-offset)
 	}
 	v, err := s.call(ctx, scriptSent, b, args)
 	codes, err := sentCodes(v, err, len(xs))
 	if err != nil {
 		for _, x := range xs {
-			if !x.drop {
-				_, _ = s.failedConfirm(ctx, b, x.id, 0, err)
-			}
+			_, _ = s.failedConfirm(ctx, b, x.id, 0, err)
 		}
 		return
 	}
 	for i, x := range xs {
-		if x.drop {
-			continue
-		}
 		if done, _ := s.sentAtOnce(b, x.id, x.rec, p, x.at, sentCode(codes, i)); !done {
 			s.recordSent(ctx, x)
 		}

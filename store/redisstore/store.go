@@ -94,10 +94,9 @@ type Store struct {
 	ownClient bool // made by the store, closed by Close
 	lib       libraryLoader
 
-	notify    notifier
-	sentQ     sentQueue     // sends to record, see Sent
-	cutQ      cutQueue      // what calls cut short left for Redis, see bound.go
-	leaseMost time.Duration // leaseForMost, but in tests
+	notify notifier
+	sentQ  sentQueue // sends to record, see Sent
+	cutQ   cutQueue  // what calls cut short left for Redis, see bound.go
 
 	closeOnce sync.Once
 	done      chan struct{}
@@ -151,7 +150,6 @@ func newStore(client redis.UniversalClient, url string, opts Options, own bool) 
 		fallback:  memorystore.New(nil),
 		done:      make(chan struct{}),
 		ownClient: own,
-		leaseMost: leaseForMost,
 	}
 	s.procArg = s.proc
 	s.sentQ.kick = make(chan struct{}, 1)
@@ -241,7 +239,6 @@ type redisBudget struct {
 	ready       map[uint64]struct{}     // held requests whose slot came when recorded
 	migrated    map[uint64]uint64       // reservations of an outage's local budget -> their reservations in Redis since
 	timer       *time.Timer             // promotes the first held request
-	lease       lease                   // what is left of the last lease
 }
 
 func (s *Store) budget(key string) *redisBudget {
@@ -398,7 +395,7 @@ type reply struct {
 	mark    int64 // window: the slot before jitter; linear: the theoretical arrival time after it; µs
 	base    int64 // the slot before jitter, µs
 	member  string
-	leased  int64 // reservations leased with it (see lease.go)
+	leased  int64 // reservations leased with it: none is asked
 }
 
 // record is a deferred reservation recorded in Redis, as the confirm
@@ -432,12 +429,6 @@ const (
 // id being recorded: at its estimated slot, where what Redis holds leaves
 // room for it there.
 func (s *Store) reserve(ctx context.Context, b *redisBudget, p store.Policy, r store.Request, order uint64, held []*heldRequest, ahead time.Duration, promoted *heldRequest) (reply, error) {
-	return s.reserveLeasing(ctx, b, p, r, order, held, ahead, promoted, leaseAsk{})
-}
-
-// reserveLeasing is reserve, asking for a lease with the reservation as
-// ask says (see lease.go).
-func (s *Store) reserveLeasing(ctx context.Context, b *redisBudget, p store.Policy, r store.Request, order uint64, held []*heldRequest, ahead time.Duration, promoted *heldRequest, ask leaseAsk) (reply, error) {
 	limit := max(p.Limit, 1)
 	span := max(p.Timespan, time.Microsecond)
 	var est, estMark, released int64
@@ -476,7 +467,11 @@ func (s *Store) reserveLeasing(ctx context.Context, b *redisBudget, p store.Poli
 	case r.Deferred:
 		atOnce = 2
 	}
-	args := s.argsAt(p, here, offset, 2, limitN, maxWait, jitter, heldN, aheadN, last, int64(first), est, estMark, atOnce, released, int64(ask.n), int64(ask.first))
+	// The script can lease reservations with this one (none asked: a
+	// leased reservation no request used counted until another call
+	// dropped it, and one such call lost, to a busy connection pool or a
+	// timeout, left a minute of the budget to requests that never left).
+	args := s.argsAt(p, here, offset, 2, limitN, maxWait, jitter, heldN, aheadN, last, int64(first), est, estMark, atOnce, released, 0, 0)
 	member := s.member(order)
 	args = append(args, member)
 	if len(held) > 0 {
@@ -621,20 +616,14 @@ func (s *Store) Reserve(ctx context.Context, key string, p store.Policy, r store
 		}
 		return s.answerLocked(b, id, r, rep, until), nil
 	}
-	if res, ok := s.takeLeasedLocked(b, p, r); ok {
-		b.mu.Unlock()
-		return res, nil
-	}
-	ask := s.leaseAskLocked(b, p, r)
 	b.mu.Unlock()
 
-	rep, err := s.reserveLeasing(ctx, b, p, r, id, nil, p.Timespan, nil, ask)
+	rep, err := s.reserve(ctx, b, p, r, id, nil, p.Timespan, nil)
 	if err != nil {
 		return onFail(err)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	s.keepLeaseLocked(b, ask, rep)
 	if rep.status == toHold && len(b.held) > 0 {
 		// Another request of this process was held meanwhile: estimate
 		// again behind it.
@@ -907,7 +896,6 @@ func (s *Store) SetCooldown(ctx context.Context, key string, p store.Policy, d t
 		return local, nil
 	}
 	b := s.budget(key)
-	s.dropLease(b)
 	v, err := s.call(ctx, scriptCooldown, b, append(s.args(b, p, true, 1), micros(max(d, 0))))
 	if err != nil {
 		return failed(s, ctx, err, func() (time.Duration, error) { return local, nil })
