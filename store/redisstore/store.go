@@ -679,6 +679,12 @@ func (s *Store) Confirm(ctx context.Context, key string, id uint64) (time.Durati
 		if !ok {
 			return s.fallback.Confirm(ctx, key, id&^fallbackID)
 		}
+		if b.isMigrated(id) {
+			// Taken over by Redis when an outage ended, its local
+			// reservation released: its reservation there decides, also
+			// in an outage since (see confirmMigrated).
+			return s.confirmMigrated(ctx, key, b, id)
+		}
 		var left time.Duration
 		var err error
 		if s.decideLocally(func() {
@@ -695,6 +701,15 @@ func (s *Store) Confirm(ctx context.Context, key string, id uint64) (time.Durati
 		return 0, store.ErrUnknownReservation
 	}
 	return s.confirm(ctx, b, id, 0)
+}
+
+// isMigrated reports whether the reservation id of an outage's local
+// budget has been taken over by a reservation in Redis.
+func (b *redisBudget) isMigrated(id uint64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	_, ok := b.migrated[id]
+	return ok
 }
 
 // currentPolicy returns the policy the budget was last used with.
