@@ -221,10 +221,10 @@ func (s *Store) share(key string, p store.Policy) store.Policy {
 // Redis while Redis cannot be asked: its wait is over (a waiter confirms
 // at its slot). With FailureLocal it is sent when this process's share
 // has room for it now, and otherwise told how long until it has, to
-// confirm again then: the waiters whose slots came during the outage do
-// not all leave at once. With FailureOpen it is sent; with FailureClosed
-// refused. A request still held in-process keeps waiting for its
-// estimated slot.
+// confirm again then, its reservation kept: the waiters whose slots came
+// during the outage do not all leave at once. With FailureOpen it is
+// sent; with FailureClosed refused. A request still held in-process keeps
+// waiting for its estimated slot.
 func (s *Store) confirmDuringOutage(b *redisBudget, id uint64) (time.Duration, error) {
 	b.mu.Lock()
 	if h, ok := b.heldByID[id]; ok {
@@ -232,17 +232,15 @@ func (s *Store) confirmDuringOutage(b *redisBudget, id uint64) (time.Duration, e
 			b.mu.Unlock()
 			return left, nil
 		}
-		s.unholdLocked(b, id)
 	}
-	rec := b.outstanding[id] // none for a held request: Redis has none
-	delete(b.outstanding, id)
 	p := b.policy
 	b.mu.Unlock()
-	if s.opts.Failure == store.FailureClosed {
+	switch s.opts.Failure {
+	case store.FailureClosed:
+		s.forgetReservation(b, id)
 		return 0, s.storeError()
-	}
-	if s.opts.Failure != store.FailureLocal {
-		s.sentLate(b, p, rec, 0)
+	case store.FailureOpen:
+		s.sentLate(b, p, s.forgetReservation(b, id), 0)
 		return 0, nil
 	}
 	var left time.Duration
@@ -254,18 +252,22 @@ func (s *Store) confirmDuringOutage(b *redisBudget, id uint64) (time.Duration, e
 			left = max(res.Wait, time.Millisecond)
 			return
 		}
-		s.sentLate(b, p, rec, 0)
+		s.sentLate(b, p, s.forgetReservation(b, id), 0)
 	})
-	if !local || left > 0 {
-		// Redis answers again, and decides; or the request waits for
-		// room in the share, and confirms again. Its reservation stays
-		// outstanding for either.
-		b.mu.Lock()
-		b.outstanding[id] = rec
-		b.mu.Unlock()
-	}
 	if !local {
+		// Redis answers again, and decides.
 		return s.confirm(context.Background(), b, id, 0)
 	}
 	return left, nil
+}
+
+// forgetReservation drops reservation id, held in-process or recorded in
+// Redis, and returns its record (none for a held one: Redis has none).
+func (s *Store) forgetReservation(b *redisBudget, id uint64) record {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s.unholdLocked(b, id)
+	rec := b.outstanding[id]
+	delete(b.outstanding, id)
+	return rec
 }
