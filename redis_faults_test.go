@@ -52,6 +52,7 @@ func TestRedisFaultsAtTheWire(t *testing.T) {
 		workers   int
 	}{
 		{instantRestart, "local", 1, 20},
+		{instantRestart, "local", 1, 60}, // three times the limit waiting
 		{instantRestart, "closed", 1, 20},
 		{restartAfter(2 * time.Second), "local", 1, 20},
 		{restartAfter(300 * time.Millisecond), "closed", 1, 20},
@@ -61,7 +62,7 @@ func TestRedisFaultsAtTheWire(t *testing.T) {
 		{freezeFor(2 * time.Second), "local", 3, 20},
 	}
 	for _, c := range cases {
-		t.Run(fmt.Sprintf("%s/%s/%d processes", c.fault.name, c.policy, c.processes), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s/%s/%d processes of %d workers", c.fault.name, c.policy, c.processes, c.workers), func(t *testing.T) {
 			srv := redistest.Start(t)
 			api := apisim.New()
 			t.Cleanup(api.Close)
