@@ -1,6 +1,7 @@
 package k8sratelimit_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/k8sratelimit/k8sratelimit"
+	rlerrors "github.com/k8sratelimit/k8sratelimit/errors"
 	"github.com/k8sratelimit/k8sratelimit/internal/apisim"
 	"github.com/k8sratelimit/k8sratelimit/internal/redistest"
 	"github.com/k8sratelimit/k8sratelimit/store/redisstore"
@@ -32,10 +34,12 @@ func joinClientset(t *testing.T, cfg k8sratelimit.Config, api *apisim.Server) ku
 	return cs
 }
 
-// A process that joins a budget with room sends its first request at
-// once, also when it may not wait at all: joining others costs it no
-// wait. Counted at the server.
-func TestRedisNewcomerWithRoomSendsAtOnce(t *testing.T) {
+// A process that joins others on a budget holds no seat until they have
+// made room for it (SPEC §13: together they never hold more seats than
+// the limit). A request of it that may not wait is refused then, saying
+// it waits for a seat and how long: retried after that, it is sent.
+// Counted at the server.
+func TestRedisNewcomerThatMayNotWaitIsToldItsSeatWait(t *testing.T) {
 	srv := redistest.Start(t)
 	api := apisim.New()
 	t.Cleanup(api.Close)
@@ -53,14 +57,20 @@ func TestRedisNewcomerWithRoomSendsAtOnce(t *testing.T) {
 	never := time.Duration(0)
 	cfg.MaxWait = &never
 	newcomer := joinClientset(t, cfg, api)
-	_, err := newcomer.CoreV1().Pods("default").List(t.Context(), metav1.ListOptions{})
-	require.NoError(t, err, "the newcomer's first request, with room in the budget")
-
-	var at []time.Time
-	for _, r := range api.Requests() {
-		if r.Path == "/api/v1/namespaces/default/pods" {
-			at = append(at, r.At)
+	var sent bool
+	for try := 0; try < 5 && !sent; try++ {
+		_, err := newcomer.CoreV1().Pods("default").List(t.Context(), metav1.ListOptions{})
+		if err == nil {
+			sent = true
+			break
 		}
+		var rle *rlerrors.RateLimitExceededError
+		require.True(t, errors.As(err, &rle), "a refusal of the limiter: %v", err)
+		assert.Equal(t, rlerrors.WaitingForSeat, rle.WaitingFor, "it waits for a seat, not a rate slot: %v", err)
+		assert.Contains(t, err.Error(), "waiting for a seat")
+		require.LessOrEqual(t, rle.RetryAfter(), time.Second, "the join's wait, not a rate slot's")
+		time.Sleep(rle.RetryAfter()) // a caller honouring RetryAfter
 	}
-	assert.Len(t, at, 1, "the newcomer's request reached the server")
+	require.True(t, sent, "the newcomer's request is sent once it has made its join")
+	assert.Equal(t, 1, api.Count("/api/v1/namespaces/default/pods"), "the newcomer's request reached the server once")
 }

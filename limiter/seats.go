@@ -315,10 +315,10 @@ func (s *seats) grantLocked(now time.Time) (granted bool) {
 const shareRecheck = 10 * time.Millisecond
 
 // recheckLocked grants the waiters seats once this process's share of a
-// shared limit has grown from 0, until the store has counted the
-// processes sharing the budget (see store.SeatSharer). No seat of this
-// process's is held meanwhile, so no free would grant them. s.mu must be
-// held.
+// shared limit has grown from 0: until the store has counted the
+// processes sharing the budget, and while this process joins others (see
+// store.SeatSharer). No seat of this process's is held meanwhile, so no
+// free would grant them. s.mu must be held.
 func (s *seats) recheckLocked() {
 	if s.rechecking {
 		return

@@ -158,12 +158,12 @@ type SeatSharer interface {
 	// of them by name, so that the shares add up to limit, each at least
 	// 1. It also returns the number of those processes: 0, with a share
 	// of 0, until the store has counted them (a reservation on the budget
-	// does). The share is 1 for a moment after this process starts
+	// does). The share is 0 too for a moment after this process starts
 	// sharing a budget that others use, while they give up their seats
 	// over their new shares. The caller checks again a moment later.
 	SeatShare(key string, limit int) (share, processes int)
 	// ShareWait returns how long this process's share of the budget key
-	// stays 1 after it started sharing a budget that others use (see
+	// stays 0 after it started sharing a budget that others use (see
 	// SeatShare); 0 when it does not wait so.
 	ShareWait(key string) time.Duration
 	// ShareCut tells the other processes of a cut this one made. It

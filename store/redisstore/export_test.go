@@ -115,7 +115,7 @@ func JoinOver(s *Store) {
 	})
 }
 
-// JoinWait is how long a newcomer to a budget others use takes one seat only.
+// JoinWait is how long a newcomer to a budget others use takes no seat.
 const JoinWait = joinWait
 
 // ParseJoin is parseJoin.

@@ -17,7 +17,7 @@ var _ store.SeatSharer = (*Store)(nil)
 // the budget (every few seconds of use, and at every upkeep) and this
 // process's rank among them by name. Until a decision of this process's
 // on the budget has counted them, it returns 0 processes and no share.
-// When that count finds others, the share stays 1 for joinWait (see
+// When that count finds others, the share stays 0 for joinWait (see
 // joined). In an outage, a budget not counted yet is this process's
 // alone, as its rate budget is.
 func (s *Store) SeatShare(key string, limit int) (share, processes int) {
@@ -33,7 +33,7 @@ func (s *Store) SeatShare(key string, limit int) (share, processes int) {
 		return 0, 0
 	}
 	if s.joinLeft(b) > 0 {
-		return 1, n
+		return 0, n
 	}
 	share = limit / n
 	if int(b.rank.Load()) < limit%n {
@@ -57,19 +57,16 @@ func (s *Store) joinLeft(b *redisBudget) time.Duration {
 	return time.Duration(max(b.joinUntil.Load()-s.localMicros(), 0)) * time.Microsecond
 }
 
-// A process that starts sharing a budget others already use takes one
-// seat of it only for joinWait after its first decision found them, and
-// tells them on the budget's channel ("join:<process>"), so that they
-// count the processes again at their next decision rather than at their
-// next presence interval. Meanwhile their shares shrink and their
-// requests in flight over them end; without the wait the newcomer's first
-// burst would go over the limit the processes share, and on a level whose
-// seats they fill draw a throttle that stops them all for a Retry-After.
-// The one seat lets a newcomer send its first request at once when the
-// budget has room (with a max wait of 0 it could not send at all
-// otherwise); it may stand over the shared limit by that seat for
-// joinWait at most, as may a request of the others that takes longer
-// than joinWait.
+// A process that starts sharing a budget others already use takes no seat
+// of it for joinWait after its first decision found them, and tells them
+// on the budget's channel ("join:<process>"), so that they count the
+// processes again at their next decision rather than at their next
+// presence interval. Meanwhile their shares shrink and their requests in
+// flight over them end; without the wait the newcomer's first requests
+// would go over the limit the processes share, and on a level whose seats
+// they fill draw a throttle that stops them all for a Retry-After. A
+// request that takes longer than joinWait may still hold a seat over the
+// new share when the newcomer's first request leaves.
 const (
 	joinWait   = 100 * time.Millisecond
 	joinPrefix = "join:"

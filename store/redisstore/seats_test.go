@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	rlerrors "github.com/k8sratelimit/k8sratelimit/errors"
 	"github.com/k8sratelimit/k8sratelimit/internal/harness"
 	"github.com/k8sratelimit/k8sratelimit/internal/redistest"
 	"github.com/k8sratelimit/k8sratelimit/limiter"
@@ -47,12 +48,11 @@ func TestRedisSeatSharesAddUpToTheLimit(t *testing.T) {
 	assert.Equal(t, []int{0, 0}, []int{share, n}, "a budget not counted yet: no processes counted, no share")
 }
 
-// A process that starts sharing a budget others use takes one seat only,
-// for its first request, until they have counted it and given up their
-// seats over their new shares: they learn of it at their next decision,
-// however long since they last counted the processes, and it waits
-// joinWait.
-func TestRedisNewcomerTakesOneSeatUntilTheOthersHaveCountedIt(t *testing.T) {
+// A process that starts sharing a budget others use takes no seat until
+// they have counted it and given up their seats over their new shares:
+// they learn of it at their next decision, however long since they last
+// counted the processes, and it waits joinWait.
+func TestRedisNewcomerTakesNoSeatUntilTheOthersHaveCountedIt(t *testing.T) {
 	srv := redistest.Start(t)
 	const key = "k8s:seats:api.example.com"
 	old, err := redisstore.NewFromURL(srv.URL(), redisstore.Options{Presence: time.Hour})
@@ -71,7 +71,7 @@ func TestRedisNewcomerTakesOneSeatUntilTheOthersHaveCountedIt(t *testing.T) {
 	require.NoError(t, err)
 	share, n := newcomer.SeatShare(key, 3)
 	assert.Equal(t, 2, n, "its first decision counted both")
-	assert.Equal(t, 1, share, "one seat while the others give theirs up")
+	assert.Zero(t, share, "no seat while the others give theirs up")
 
 	require.Eventually(t, func() bool {
 		_, err := old.Reserve(t.Context(), key, outagePolicy, anyWait)
@@ -80,10 +80,10 @@ func TestRedisNewcomerTakesOneSeatUntilTheOthersHaveCountedIt(t *testing.T) {
 		return n == 2
 	}, 10*time.Second, 5*time.Millisecond, "the others count the processes at their next decision once told of the newcomer")
 	require.Eventually(t, func() bool {
-		share, _ := newcomer.SeatShare(key, 4)
-		return share > 1 // 2 of 4 once joined
+		share, _ := newcomer.SeatShare(key, 3)
+		return share > 0
 	}, 10*time.Second, time.Millisecond)
-	assert.GreaterOrEqual(t, time.Since(joining), redisstore.JoinWait, "one seat only for joinWait")
+	assert.GreaterOrEqual(t, time.Since(joining), redisstore.JoinWait, "no seat for joinWait")
 	assert.Equal(t, 3, first(old.SeatShare(key, 3))+first(newcomer.SeatShare(key, 3)), "then the shares add up to the limit")
 }
 
@@ -313,16 +313,20 @@ func TestARequestThatMayNotWaitIsSeatedOnTheFirstUse(t *testing.T) {
 	resp.Body.Close()
 }
 
-// A request that may not wait is sent while its process joins others on
-// a budget with room: a newcomer holds one seat during the join.
-func TestARequestThatMayNotWaitIsSeatedDuringTheJoin(t *testing.T) {
+// A request that may not wait, refused while its process waits to join
+// others on a budget, is told to wait out the join, not a seat's usual
+// hold.
+func TestARequestThatMayNotWaitIsToldToWaitOutTheJoin(t *testing.T) {
 	srv := redistest.Start(t)
 	old := newURLStore(t, srv, store.FailureLocal, nil)
 	_, err := old.Reserve(t.Context(), seatsKey, outagePolicy, anyWait)
 	require.NoError(t, err)
 
 	rt, req := mayNotWait(t, newURLStore(t, srv, store.FailureLocal, nil))
-	resp, err := rt.RoundTrip(req)
-	require.NoError(t, err, "one seat while the other process gives its own up")
-	resp.Body.Close()
+	start := time.Now()
+	_, err = rt.RoundTrip(req)
+	var refused *rlerrors.RateLimitExceededError
+	require.ErrorAs(t, err, &refused, "no seat while the other process gives its own up")
+	assert.Greater(t, refused.RetryAfter(), redisstore.JoinWait-time.Since(start), "at least what is left of the join")
+	assert.LessOrEqual(t, refused.RetryAfter(), redisstore.JoinWait+time.Second, "the join and a seat's hold")
 }
