@@ -83,7 +83,7 @@ func TestRedisFaultsAtTheWire(t *testing.T) {
 			hold(c.fault.length)
 			c.fault.up(srv)
 			up := time.Now()
-			hold(2500 * time.Millisecond)
+			hold(3500 * time.Millisecond)
 			for _, ch := range children {
 				ch.stop(t)
 			}
@@ -101,10 +101,11 @@ func TestRedisFaultsAtTheWire(t *testing.T) {
 			if c.processes > 1 {
 				wireWithin(t, "all children", all, 2*chaosLimit)
 			}
-			// Once Redis is back and the processes have found it (a
-			// probe a second), the budget is used again: the waiters
-			// take the new slots.
-			from := up.Add(1500 * time.Millisecond)
+			// Once Redis is back, the processes have found it (a probe a
+			// second) and the sends of the outage, which Redis learns
+			// then, have left the window (a timespan), the budget is
+			// used again: the waiters take the new slots.
+			from := up.Add(2500 * time.Millisecond)
 			again := arrivedBetween(all, from, from.Add(chaosTimespan))
 			assert.GreaterOrEqual(t, len(again), chaosLimit/2, "requests reaching the server in the timespan from %v after the fault", from.Sub(up))
 			if c.policy == "local" {
