@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"context"
+
 	"k8s.io/utils/clock"
 
 	rlerrors "github.com/k8sratelimit/k8sratelimit/errors"
@@ -36,10 +37,10 @@ func newOwnSends(s store.Store, c clock.PassiveClock) *ownSends {
 // ownSlot reserves the instant a request that the store let go leaves at
 // in this process's own sends, and waits for it, within what is left of
 // w's limit. A waiter whose timer fired late confirms where it really
-// leaves, moving the own slots after it that it crowds, so that its lateness
-// never squeezes more than the policy into a timespan. A request whose own slot
-// lies beyond the limit is refused, and its store slot, already taken,
-// stays counted unsent: that only delays later requests.
+// leaves, moving the own slots after it that it crowds, so that its
+// lateness never squeezes more than the policy into a timespan. A request
+// whose own slot lies beyond the limit is refused, and its store slot,
+// already taken, stays counted unsent: that only delays later requests.
 func (b *Budget) ownSlot(ctx context.Context, stop <-chan struct{}, w waitLimits) error {
 	l := b.l
 	maxWait := w.limit
