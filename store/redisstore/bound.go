@@ -3,7 +3,6 @@ package redisstore
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"sync"
 	"time"
@@ -229,7 +228,7 @@ func (s *Store) decideCut(b *redisBudget, p store.Policy, r store.Request, id ui
 	s.cutForget(b, s.member(id))
 	switch s.opts.Failure {
 	case store.FailureClosed:
-		return store.Reservation{}, fmt.Errorf("store: redis unavailable (store failure policy %q): %w", store.FailureClosed, cause)
+		return store.Reservation{}, s.closedError(cause)
 	case store.FailureOpen:
 		s.cutSend(b, s.sent(b, p))
 		return store.Reservation{OK: true}, nil
@@ -262,7 +261,7 @@ func (s *Store) confirmCut(b *redisBudget, id uint64, rec record, cause error) (
 	}
 	if s.opts.Failure == store.FailureClosed {
 		s.cutForget(b, rec.member)
-		return 0, fmt.Errorf("store: redis unavailable (store failure policy %q): %w", store.FailureClosed, cause)
+		return 0, s.closedError(cause)
 	}
 	s.sentLate(b, p, rec, 0)
 	s.cutSend(b, s.localMicros())

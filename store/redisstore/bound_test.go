@@ -2,12 +2,15 @@ package redisstore_test
 
 import (
 	"context"
+	"errors"
+	"net"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	rlerrors "github.com/k8sratelimit/k8sratelimit/errors"
 	"github.com/k8sratelimit/k8sratelimit/internal/redistest"
 	"github.com/k8sratelimit/k8sratelimit/store"
 	"github.com/k8sratelimit/k8sratelimit/store/redisstore"
@@ -71,4 +74,24 @@ func TestRedisFrozenDecidesARequestByItsMaxWait(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, st, 1)
 	assert.GreaterOrEqual(t, st[0].Used, 2, "Redis counts the request decided without it")
+}
+
+// A request refused by FailureClosed because its call was cut short by its
+// max wait says when to try again, as every closed refusal does.
+func TestRedisFrozenClosedRefusalSaysWhenToRetry(t *testing.T) {
+	srv := redistest.Start(t)
+	t.Cleanup(srv.Resume)
+	var ev events
+	s := newBoundStore(t, srv, store.FailureClosed, &ev)
+	_, err := s.Reserve(context.Background(), boundKey, boundPolicy, store.Request{MaxWait: 0})
+	require.NoError(t, err)
+
+	srv.Pause()
+	_, err = s.Reserve(context.Background(), boundKey, boundPolicy, store.Request{MaxWait: 0})
+	require.Error(t, err)
+	var hasRetryAfter rlerrors.HasRetryAfter
+	require.ErrorAs(t, err, &hasRetryAfter, "a caller honouring it does not spin: %v", err)
+	assert.GreaterOrEqual(t, hasRetryAfter.RetryAfter(), 100*time.Millisecond)
+	var ne net.Error
+	assert.True(t, errors.As(err, &ne) && ne.Timeout(), "it wraps the call's timeout: %v", err)
 }

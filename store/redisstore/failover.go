@@ -131,13 +131,20 @@ func (s *Store) outageError() error {
 // FailureClosed, so that a caller honouring it never spins.
 const minRetryAfter = 100 * time.Millisecond
 
-// storeError returns the error of a request refused by FailureClosed. Its
-// RetryAfter is the time until the next background probe of Redis.
+// storeError returns the error of a request refused by FailureClosed in
+// an outage, wrapping the error that started it.
 func (s *Store) storeError() error {
 	err := fmt.Errorf("unknown error")
 	if p := s.lastErr.Load(); p != nil {
 		err = *p
 	}
+	return s.closedError(err)
+}
+
+// closedError returns the error of a request refused by FailureClosed
+// because of the Redis error err. Its RetryAfter is the time until the
+// next background probe of Redis, at least minRetryAfter.
+func (s *Store) closedError(err error) error {
 	retry := time.Duration(s.nextProbe.Load()-s.localMicros()) * time.Microsecond
 	return &unavailableError{err: err, retryAfter: max(retry, minRetryAfter)}
 }
