@@ -11,8 +11,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/k8sratelimit/k8sratelimit"
 	rlerrors "github.com/k8sratelimit/k8sratelimit/errors"
@@ -36,13 +34,7 @@ func TestRedisClosedRefusalCarriesRetryAfterThroughClientGo(t *testing.T) {
 		"KUBERNETES_RATELIMIT_REDIS_URL=" + redisSrv.URL(),
 	})
 	require.NoError(t, err)
-	l, err := k8sratelimit.New(cfg)
-	require.NoError(t, err)
-	defer l.Close()
-	rc := &rest.Config{Host: api.URL}
-	require.NoError(t, l.Configure(rc))
-	cs, err := kubernetes.NewForConfig(rc)
-	require.NoError(t, err)
+	cs, _ := limitedClientset(t, cfg, api)
 
 	redisSrv.Kill()
 	for range 3 {

@@ -9,8 +9,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/k8sratelimit/k8sratelimit"
 	"github.com/k8sratelimit/k8sratelimit/internal/apisim"
@@ -31,12 +29,7 @@ func TestRedisDefaultConfigurationSendsTheWholeWindow(t *testing.T) {
 		cfg.Store = "redis"
 		cfg.RedisURL = k8sratelimit.NewSecretURL(srv.URL())
 		cfg.Owner = "default-config-test"
-		lim, err := k8sratelimit.New(cfg)
-		require.NoError(t, err)
-		rc := &rest.Config{Host: api.URL}
-		require.NoError(t, lim.Configure(rc))
-		cs, err := kubernetes.NewForConfig(rc)
-		require.NoError(t, err)
+		cs, lim := limitedClientset(t, cfg, api)
 
 		var wg sync.WaitGroup
 		for range workers {

@@ -18,19 +18,28 @@ import (
 	"github.com/k8sratelimit/k8sratelimit/store/redisstore"
 )
 
+// limitedClientset returns a clientset for api through a new limiter of
+// cfg with opts, closed when the test ends, and the limiter.
+func limitedClientset(t *testing.T, cfg k8sratelimit.Config, api *apisim.Server, opts ...k8sratelimit.Option) (kubernetes.Interface, *k8sratelimit.Limiter) {
+	t.Helper()
+	lim, err := k8sratelimit.New(cfg, opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = lim.Close() })
+	rc := &rest.Config{Host: api.URL}
+	require.NoError(t, lim.Configure(rc))
+	cs, err := kubernetes.NewForConfig(rc)
+	require.NoError(t, err)
+	return cs, lim
+}
+
 // joinClientset returns a clientset for api through a limiter of cfg whose
 // Redis store is its own, as another process's would be.
 func joinClientset(t *testing.T, cfg k8sratelimit.Config, api *apisim.Server) kubernetes.Interface {
 	t.Helper()
 	rs, err := redisstore.NewFromURL(cfg.RedisURL.Reveal(), redisstore.Options{})
 	require.NoError(t, err)
-	lim, err := k8sratelimit.New(cfg, k8sratelimit.WithStore(rs))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = lim.Close(); _ = rs.Close() })
-	rc := &rest.Config{Host: api.URL}
-	require.NoError(t, lim.Configure(rc))
-	cs, err := kubernetes.NewForConfig(rc)
-	require.NoError(t, err)
+	t.Cleanup(func() { _ = rs.Close() }) // after the limiter's Close: cleanups run last first
+	cs, _ := limitedClientset(t, cfg, api, k8sratelimit.WithStore(rs))
 	return cs
 }
 
