@@ -15,7 +15,7 @@ import (
 //	K8SRATELIMIT_CALLGRIND=1 go test -run '^$' -bench RedisCallInstructions -benchtime 1x ./store/redisstore/
 func BenchmarkRedisCallInstructions(b *testing.B) {
 	needCallgrind(b)
-	keys := []string{"{k}:w", "{k}:f", "{k}:m", "{k}:p", "{k}:s"}
+	keys := []string{"{k}:v1:w", "{k}:v1:f", "{k}:v1:m", "{k}:v1:p", "{k}:v1:s"}
 	args := []any{packedFloats(make([]float64, 18)...), "p-0123456789abcdef", "r0000000000001p-0123456789abcdef"}
 	for _, c := range []struct {
 		name, function string

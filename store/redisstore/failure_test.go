@@ -266,7 +266,7 @@ func TestRedisHoldsFarReservationsInProcess(t *testing.T) {
 	assert.InDelta(t, float64(10*time.Second-margin), float64(left), float64(redisTolerance), "the held request's slot is one timespan after the late send")
 	member := redisstore.Member(s, "k", ids[4])
 	require.NotEmpty(t, member)
-	_, err = client.ZScore(ctx, "{k}:w", member).Result()
+	_, err = client.ZScore(ctx, "{k}:v1:w", member).Result()
 	assert.NoError(t, err, "once within a timespan, a held request is recorded in Redis")
 }
 

@@ -170,7 +170,7 @@ var oneStringKind = redisKind{"one-string-layout-commands", func(tb testing.TB, 
 	arg := packedFloats(1_000_000, 1e9, 1e4)
 	made := map[string]bool{}
 	return func(ctx context.Context, key string) (bool, error) {
-		keys := []string{"{" + key + "}:s", "{" + key + "}:w"}
+		keys := []string{"{" + key + "}:v1:s", "{" + key + "}:v1:w"}
 		if !made[key] {
 			head := make([]byte, 64+1024*8) // a ring of 1,024 places
 			copy(head[16:], packedFloats(1024))

@@ -35,7 +35,7 @@ func TestRedisLinearConfirmationLongAfterItsSlotIsSent(t *testing.T) {
 	res, err := s.Reserve(ctx, "k", linearTwoPer10s, anyWait)
 	require.NoError(t, err)
 	require.Zero(t, res.Wait)
-	_, err = client.ZScore(ctx, "{k}:w", member).Result()
+	_, err = client.ZScore(ctx, "{k}:v1:w", member).Result()
 	require.ErrorIs(t, err, redis.Nil, "renew dropped the reservation")
 
 	left, err := s.Confirm(ctx, "k", late.ID)

@@ -13,7 +13,7 @@ import (
 // encodeReply is what answer in lua/hot.lua returns for rep, asked for
 // the reservation named asked (procs -1: not counted).
 func encodeReply(rep reply, cooling bool, procs, rank int64, asked string) string {
-	code := rep.status + 8*rep.leased
+	code := rep.status
 	if cooling {
 		code += 4
 	}
@@ -53,7 +53,7 @@ func TestDecodeReply(t *testing.T) {
 		{"waits, counted", reply{status: recorded, wait: 3 * time.Millisecond, now: now, mark: now + 3000, base: now + 3000, member: asked}, 3, 1},
 		{"a mark of its own", reply{status: toHold, wait: time.Second, now: now, mark: now + 999_000, base: now + 1_000_000, member: asked}, -1, -1},
 		{"a claimed slot's name", reply{status: recorded, now: now, mark: now, base: now, member: "~17"}, -1, -1},
-		{"all of it, leased", reply{status: recorded, wait: 0, now: now, mark: now - 5, base: now, member: "~3", leased: 16}, 2, 0},
+		{"all of it", reply{status: recorded, wait: 0, now: now, mark: now - 5, base: now, member: "~3"}, 2, 0},
 		{"refused", reply{status: refused, wait: time.Minute, now: now, mark: now + 6e7, base: now + 6e7, member: asked}, -1, -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

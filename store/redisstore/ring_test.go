@@ -129,7 +129,7 @@ func TestRedisWindowCountsEverySendAsItsRingGrowsAndWraps(t *testing.T) {
 	atOnce(20)
 	assert.InDelta(t, float64(9*time.Second), float64(next()), float64(redisTolerance), "until a timespan after the 20 at 10.5s")
 
-	size, err := client.StrLen(ctx, "{k}:s").Result()
+	size, err := client.StrLen(ctx, "{k}:v1:s").Result()
 	require.NoError(t, err)
 	assert.EqualValues(t, 40*8, size, "8 bytes per send, the limit's worth")
 }
@@ -148,7 +148,7 @@ func TestRedisWindowRingReusesTheRoomOfSendsPastTheTimespan(t *testing.T) {
 		}
 		redisstore.Advance(s, 2*time.Second)
 	}
-	size, err := client.StrLen(ctx, "{k}:s").Result()
+	size, err := client.StrLen(ctx, "{k}:v1:s").Result()
 	require.NoError(t, err)
 	assert.EqualValues(t, 16*8, size, "room for the 16 sends of one timespan")
 }
@@ -157,12 +157,12 @@ func TestRedisWindowRingReusesTheRoomOfSendsPastTheTimespan(t *testing.T) {
 // budget's state describes it.
 func ringSends(t *testing.T, c *redis.Client, key string) int {
 	t.Helper()
-	v, err := c.HGet(context.Background(), "{"+key+"}:m", "hot").Result()
+	v, err := c.HGet(context.Background(), "{"+key+"}:v1:m", "hot").Result()
 	if errors.Is(err, redis.Nil) {
 		return 0
 	}
 	require.NoError(t, err)
-	require.Len(t, v, 64, "hot field %q", v)
+	require.Len(t, v, 56, "hot field %q", v)
 	return int(math.Float64frombits(binary.BigEndian.Uint64([]byte(v[8:16]))))
 }
 
@@ -193,7 +193,7 @@ func TestRedisWindowDropsEntriesATimespanPast(t *testing.T) {
 // slots and the sends kept there.
 func windowEntries(t *testing.T, c *redis.Client, key string) int64 {
 	t.Helper()
-	n, err := c.ZCount(context.Background(), "{"+key+"}:w", "(0", "+inf").Result()
+	n, err := c.ZCount(context.Background(), "{"+key+"}:v1:w", "(0", "+inf").Result()
 	require.NoError(t, err)
 	return n
 }

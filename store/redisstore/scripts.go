@@ -123,9 +123,16 @@ func evalText(prelude, body string) string {
 	return "local k_, a_ = KEYS, ARGV\n" + luaHot + "\n" + prelude + "\nbegin(k_, a_)\n" + body
 }
 
+// layout names the layout of a budget's keys and of what they hold. It is
+// part of every key's name: processes whose layouts differ keep separate
+// budgets rather than misread each other's (see docs/redis.md on
+// upgrades). Until a first tagged release, any change to the keys or the
+// scripts' records changes it.
+const layout = "v1"
+
 // redisKeys returns the five Redis keys of a budget. They all carry the
 // budget key as their hash tag, so that they live in one Cluster slot.
 func redisKeys(key string) []string {
-	tag := "{" + key + "}"
+	tag := "{" + key + "}:" + layout
 	return []string{tag + ":w", tag + ":f", tag + ":m", tag + ":p", tag + ":s"}
 }

@@ -80,8 +80,7 @@ func (s *Store) joined(b *redisBudget) {
 }
 
 // parseJoin reads the message of a process that joined a budget: its
-// name, and whether msg is one. A process of an earlier version takes it
-// for "moved", and its waiters confirm their slots once more.
+// name, and whether msg is one.
 func parseJoin(msg string) (proc string, ok bool) {
 	proc, ok = strings.CutPrefix(msg, joinPrefix)
 	return proc, ok && proc != ""
@@ -99,7 +98,7 @@ func (s *Store) recount(channel string) {
 // redisKeys) is channel, if this process uses it.
 func (s *Store) budgetOf(channel string) (*redisBudget, bool) {
 	key, tagged := strings.CutPrefix(channel, "{")
-	key, ok := strings.CutSuffix(key, "}:w")
+	key, ok := strings.CutSuffix(key, "}:"+layout+":w")
 	if !tagged || !ok {
 		return nil, false
 	}
@@ -108,8 +107,7 @@ func (s *Store) budgetOf(channel string) (*redisBudget, bool) {
 
 // cutPrefix starts the message of a cut on a budget's channel:
 // "cut:<process>:<limit>:<ceiling>:<probe after, ms>", and riseSuffix
-// ends that of a rise of the ceiling (store.SeatCut.Rise). A process of an
-// earlier version ignores rises.
+// ends that of a rise of the ceiling (store.SeatCut.Rise).
 const (
 	cutPrefix  = "cut:"
 	riseSuffix = ":rise"

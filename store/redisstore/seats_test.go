@@ -140,7 +140,7 @@ func TestRedisAProcessStartingLaterLearnsTheCutInForce(t *testing.T) {
 			cut := store.SeatCut{Limit: 3, Ceiling: 4, ProbeAfter: tc.probe}
 			a.ShareCut(key, cut)
 			require.Eventually(t, func() bool {
-				return srv.Client().HExists(ctx, "{"+key+"}:m", "cut").Val()
+				return srv.Client().HExists(ctx, "{"+key+"}:v1:m", "cut").Val()
 			}, 5*time.Second, time.Millisecond, "the cut is kept with the budget")
 
 			late := newURLStore(t, srv, store.FailureLocal, nil)

@@ -20,10 +20,10 @@ func (s *Store) Status(ctx context.Context) ([]store.BudgetStatus, error) {
 	var out []store.BudgetStatus
 	ctx = s.logCtx(ctx)
 	scan := func(ctx context.Context, c redis.Cmdable) error {
-		it := c.Scan(ctx, 0, "{k8s:*}:m", 1000).Iterator()
+		it := c.Scan(ctx, 0, "{k8s:*}:"+layout+":m", 1000).Iterator()
 		for it.Next(ctx) {
 			m := it.Val()
-			key := strings.TrimSuffix(strings.TrimPrefix(m, "{"), "}:m")
+			key := strings.TrimSuffix(strings.TrimPrefix(m, "{"), "}:"+layout+":m")
 			st, err := s.statusOn(ctx, c, redisKeys(key))
 			if err != nil {
 				return err

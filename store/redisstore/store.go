@@ -395,7 +395,6 @@ type reply struct {
 	mark    int64 // window: the slot before jitter; linear: the theoretical arrival time after it; µs
 	base    int64 // the slot before jitter, µs
 	member  string
-	leased  int64 // reservations leased with it: none is asked
 }
 
 // record is a deferred reservation recorded in Redis, as the confirm
@@ -467,11 +466,7 @@ func (s *Store) reserve(ctx context.Context, b *redisBudget, p store.Policy, r s
 	case r.Deferred:
 		atOnce = 2
 	}
-	// The script can lease reservations with this one (none asked: a
-	// leased reservation no request used counted until another call
-	// dropped it, and one such call lost, to a busy connection pool or a
-	// timeout, left a minute of the budget to requests that never left).
-	args := s.argsAt(p, here, offset, 2, limitN, maxWait, jitter, heldN, aheadN, last, int64(first), est, estMark, atOnce, released, 0, 0)
+	args := s.argsAt(p, here, offset, 2, limitN, maxWait, jitter, heldN, aheadN, last, int64(first), est, estMark, atOnce, released)
 	member := s.member(order)
 	args = append(args, member)
 	if len(held) > 0 {
@@ -530,8 +525,7 @@ func b2i(b bool) int {
 // member (see answer in lua/hot.lua), and the processes sharing the
 // budget and this one's rank when the script counted them (procs -1: not
 // counted). The reply is one string of big-endian doubles: the status,
-// plus 4 while a cooldown lasts, plus 8 per reservation leased with it,
-// plus 256, 1024 and 512 when the mark, the count and the member follow;
+// plus 4 while a cooldown lasts, plus 256, 1024 and 512 when the mark, the count and the member follow;
 // the wait, now and base; then the mark unless it is base, the processes
 // and the rank when counted, and last, as text, the member unless it is
 // the one asked for.
@@ -547,7 +541,7 @@ func decodeReply(v any, member string) (rep reply, procs, rank int64, err error)
 		return reply{}, -1, -1, fmt.Errorf("store: unexpected reply %q", a)
 	}
 	base := doubleAt(a, 24)
-	rep = reply{status: code & 3, wait: time.Duration(doubleAt(a, 8)) * time.Microsecond, cooling: code&4 != 0, now: doubleAt(a, 16), mark: base, base: base, member: member, leased: (code & 255) >> 3}
+	rep = reply{status: code & 3, wait: time.Duration(doubleAt(a, 8)) * time.Microsecond, cooling: code&4 != 0, now: doubleAt(a, 16), mark: base, base: base, member: member}
 	procs, rank = -1, -1
 	i := 32
 	if hasMark {
@@ -759,10 +753,7 @@ func (s *Store) confirm(ctx context.Context, b *redisBudget, id uint64, leftAt i
 		b.mu.Unlock()
 		return 0, store.ErrUnknownReservation
 	}
-	holding := "0"
-	if len(b.held) > 0 {
-		holding = "1"
-	}
+	holding := len(b.held) > 0
 	b.mu.Unlock()
 	if leftAt == 0 {
 		ctx = withUntil(ctx, rec.until) // its waiter asks
@@ -780,6 +771,19 @@ func (s *Store) confirm(ctx context.Context, b *redisBudget, id uint64, leftAt i
 		}
 		rec.member = rec.member[1:] // a waiting reservation again, for the script below
 	}
+	left, tail, err := s.confirmInRedis(ctx, b, p, rec, holding, leftAt)
+	if err != nil {
+		return s.failedConfirmOf(ctx, b, id, rec, err)
+	}
+	return s.confirmed(ctx, b, p, id, rec, leftAt, left, tail)
+}
+
+// confirmInRedis runs the confirm script for reservation rec, for a
+// request that left at µs leftAt of the local clock (0: by its waiter,
+// now), holding requests in-process or not. It returns the µs left until
+// its slot (-1: Redis lost it) and, after a late send while requests are
+// held, the latest entries of the window, in order (see lua/confirm.lua).
+func (s *Store) confirmInRedis(ctx context.Context, b *redisBudget, p store.Policy, rec record, holding bool, leftAt int64) (int64, []int64, error) {
 	var args []any
 	if leftAt == 0 {
 		args = s.args(b, p, false, 5)
@@ -790,28 +794,36 @@ func (s *Store) confirm(ctx context.Context, b *redisBudget, id uint64, leftAt i
 		// the count.
 		args = s.argsAt(p, hereNot, s.offsetAt(leftAt), 5)
 	}
-	args = append(args, rec.member, max(p.Limit, 1), holding, rec.at, rec.mark)
+	args = append(args, rec.member, max(p.Limit, 1), b2i(holding), rec.at, rec.mark)
 	v, err := s.call(ctx, scriptConfirm, b, args)
 	if err != nil {
-		return s.failedConfirmOf(ctx, b, id, rec, err)
+		return 0, nil, err
 	}
-	// The µs left until its slot, or {that, the latest entries...} (see
-	// lua/confirm.lua).
 	left, ok := v.(int64)
 	a, _ := v.([]any)
 	if len(a) > 0 {
 		left, ok = a[0].(int64)
 	}
 	if !ok {
-		return 0, fmt.Errorf("store: unexpected reply %v", v)
+		return 0, nil, fmt.Errorf("store: unexpected reply %v", v)
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	var tail []int64
 	if len(a) > 1 {
-		tail := make([]int64, len(a)-1)
+		tail = make([]int64, len(a)-1)
 		for i, x := range a[1:] {
 			tail[i], _ = x.(int64)
 		}
+	}
+	return left, tail, nil
+}
+
+// confirmed settles the reservation id, recorded as rec, after Redis
+// answered its confirmation: left µs until its slot (-1: lost), tail the
+// window's latest entries when a late send may crowd the held requests.
+func (s *Store) confirmed(ctx context.Context, b *redisBudget, p store.Policy, id uint64, rec record, leftAt, left int64, tail []int64) (time.Duration, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if tail != nil {
 		s.crowdHeldLocked(b, tail)
 	}
 	if _, mine := b.outstanding[id]; !mine {

@@ -87,7 +87,7 @@ if lth then t = max(t, lth + span) end
 -- The places of this move are taken when the first entry moves.
 local prefix, moves = nil, 0
 local function move(m, at)
-  local name = m -- names of an earlier version keep theirs
+  local name = m -- a slot freed for a departed process keeps its name
   if string.match(m, '^[rm]') then
     if not prefix then prefix = 'm' .. base36(36 ^ 10 - 1 - call('HINCRBY', M, 'mv', 1), 10) end
     name = prefix .. base36(moves, 4)
@@ -113,12 +113,8 @@ if t > now then
 else
   call('ZREM', W, member)
   forget(member)
-  if mixed() then
-    call('ZADD', W, num(now), '=' .. member)
-  else
-    ringAdd(now, limit)
-    call('HSET', M, ringFields())
-  end
+  ringAdd(now, limit)
+  call('HSET', M, ringFields())
 end
 local due = call('ZRANGEBYSCORE', W, num(s), '(' .. num(t), 'WITHSCORES')
 for i = 1, #due, 2 do

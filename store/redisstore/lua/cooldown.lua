@@ -20,10 +20,8 @@ if earliest and earliest < until_ then
   delta = until_ - earliest
   for i = 1, #ahead, 2 do call('ZADD', W, num(tonum(ahead[i + 1]) + delta), ahead[i]) end
   for i = 1, #freed, 2 do call('ZADD', F, num(tonum(freed[i + 1]) + delta), freed[i]) end
-  for _, f in ipairs({'last', 'tat'}) do
-    local v = hnum(f)
-    if v > now then call('HSET', M, f, v + delta) end
-  end
+  local tat = hnum('tat')
+  if tat > now then call('HSET', M, 'tat', tat + delta) end
   if windowed and ringLoad().last > now then
     ring.last = ring.last + delta
     call('HSET', M, ringFields())

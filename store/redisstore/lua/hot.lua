@@ -37,10 +37,6 @@ local refresh
 -- not divide evenly.
 local rank
 
--- earlier is whether a process of an earlier version shares the budget,
--- when counted (nil: not counted; see mixed).
-local earlier
-
 -- ring is the ring of sends as read (see the ring below), and loaded
 -- whether this call has read it: one table, kept from call to call, so
 -- that reading the ring makes none. none is an empty table, never
@@ -79,7 +75,7 @@ local function begin(k, a)
   now = clock[1] * 1000000 + clock[2] + offset
   renewEvery = span
   if renewEvery < 60000000 then renewEvery = 60000000 end
-  rank, earlier, loaded = -1, nil, false
+  rank, loaded = -1, false
 end
 
 -- num returns the integer n as text, for an argument of a command: Redis
@@ -96,22 +92,17 @@ end
 -- besides its entries, is one field of M, 'hot': the ring's description
 -- (see the ring below: the place of the oldest send, the count, the
 -- places, the latest instant and the limit the size grows to), the latest
--- slot given before jitter (last), when renew is due next (ren), and
--- whether a process of an earlier version shares the budget (mixed, see
--- countOf), as eight big-endian doubles: one field, and no number in
--- text, cost a script far less than a field each. A process of an
--- earlier version reads and writes last, ren and cd as fields of their
--- own; while one shares the budget, last is written there too, and read
--- from there as well (see lastSlot).
+-- slot given before jitter (last) and when renew is due next (ren), as
+-- seven big-endian doubles: one field, and no number in text, cost a
+-- script far less than a field each.
 
 -- ringOf sets the ring, and the state kept with it, from M's hot field as
--- read (v, false or nil: none). Without one (a new budget, or one of an
--- earlier version), last is M's last field, and renew is due.
+-- read (v, false or nil: none, for a new budget: renew is then due).
 local function ringOf(v)
-  if v and #v == 64 then
-    ring.h, ring.n, ring.c, ring.l, ring.limit, ring.last, ring.ren, ring.mixed = sunpack('>dddddddd', v)
+  if v and #v == 56 then
+    ring.h, ring.n, ring.c, ring.l, ring.limit, ring.last, ring.ren = sunpack('>ddddddd', v)
   else
-    ring.h, ring.n, ring.c, ring.l, ring.limit, ring.last, ring.ren, ring.mixed = 0, 0, 0, 0, 0, hnum('last'), 0, 0
+    ring.h, ring.n, ring.c, ring.l, ring.limit, ring.last, ring.ren = 0, 0, 0, 0, 0, 0, 0
   end
   loaded = true
 end
@@ -127,7 +118,7 @@ end
 -- budget's.
 local function ringFields()
   if not loaded then error('the hot field is written without being read') end
-  return 'hot', spack('>dddddddd', ring.h, ring.n, ring.c, ring.l, ring.limit, ring.last, ring.ren, ring.mixed)
+  return 'hot', spack('>ddddddd', ring.h, ring.n, ring.c, ring.l, ring.limit, ring.last, ring.ren)
 end
 
 -- live returns the processes sharing the budget whose presence has not
@@ -136,32 +127,11 @@ local function live()
   return call('ZRANGEBYSCORE', P, num(now + 1), '+inf')
 end
 
--- countOf returns the number of the live processes ps, and sets rank. For
--- a window, it notes in M's hot field whether one of them is of an
--- earlier version, which reads no ring nor hot field: each process of
--- this version marks itself in M's v:<process> while present.
+-- countOf returns the number of the live processes ps, and sets rank.
 local function countOf(ps)
   rank = 0
-  local marks -- the others' (this process is of this version)
   for _, p in ipairs(ps) do
     if p < proc then rank = rank + 1 end
-    if windowed and p ~= proc then
-      marks = marks or {}
-      marks[#marks + 1] = 'v:' .. p
-    end
-  end
-  if windowed then
-    local mix = 0
-    if marks then
-      for _, v in ipairs(call('HMGET', M, unpack(marks))) do
-        if not v then mix = 1 end
-      end
-    end
-    if ringLoad().mixed ~= mix then
-      ring.mixed = mix
-      call('HSET', M, ringFields())
-    end
-    earlier = mix == 1
   end
   return #ps
 end
@@ -171,8 +141,8 @@ end
 local function count() return countOf(live()) end
 
 -- join refreshes this process's presence and reports whether it was live.
--- When it had lapsed (or begins), M's v:<process> marks it of this
--- version, and e:<process> records when it began again: a reservation
+-- When it had lapsed (or begins), M's e:<process> records when it began
+-- again: a reservation
 -- recorded since then has not been freed for a lapse, nor lost with the
 -- budget (see confirm.lua). The fields go with the process's presence.
 -- ps, when given, are the live processes as just read: this process's own
@@ -187,7 +157,7 @@ local function join(ps)
     local s = call('ZSCORE', P, proc)
     was = s ~= false and tonum(s) > now
   end
-  if not was then call('HSET', M, 'e:' .. proc, now, 'v:' .. proc, 1) end
+  if not was then call('HSET', M, 'e:' .. proc, now) end
   call('ZADD', P, num(now + ttl), proc)
   return was
 end
@@ -208,8 +178,7 @@ end
 -- renew, at most every renewEvery (when M's ren says, for a window its
 -- hot field), and on a budget's first use, drops freed slots already
 -- past, abandoned linear reservations (a timespan past their slots) and
--- the presence records of processes no longer present (those a previous
--- version's upkeep removed), makes W and F exist (a member at instant 0
+-- the presence records of processes no longer present, makes W and F exist (a member at instant 0
 -- constrains nothing), records the policy for status, and pushes the
 -- expiry of all four keys past every instant
 -- they can hold until the next renewal: each instant recorded meanwhile
@@ -226,8 +195,7 @@ local function renew(due, cd, limit)
     if string.sub(f, 1, 2) == 'b:' and not call('ZSCORE', W, string.sub(f, 3)) then
       call('HDEL', M, f, 'a:' .. call('HGET', M, f))
     end
-    local kind = string.sub(f, 1, 2)
-    if kind == 'e:' or kind == 'v:' then
+    if string.sub(f, 1, 2) == 'e:' then
       local s = call('ZSCORE', P, string.sub(f, 3))
       if not s or tonum(s) <= now then call('HDEL', M, f) end
     end
@@ -253,10 +221,9 @@ end
 -- slot keeps the place (place .. '~') and a newcomer that claims it takes
 -- it over, as the memory store keeps a released entry where it was. A
 -- send is '=' .. a name: at one instant, sends sort first. '!' at 0 only
--- makes a key exist. Names of earlier versions are still read: a
--- reservation 'process:id', a released slot '~' .. anything, a send
--- '=' .. anything; they sort at one instant by name, and a newcomer
--- claiming such a released slot keeps its own name.
+-- makes a key exist. A slot freed for a departed process is '~' .. a
+-- number (see compact in prelude.lua): a newcomer claiming it keeps its
+-- own name.
 
 -- released reports whether m names a released slot.
 local function released(m) return string.find(m, '~', 1, true) ~= nil end
@@ -264,9 +231,7 @@ local function released(m) return string.find(m, '~', 1, true) ~= nil end
 -- owner returns the process holding the reservation m (nil: not a
 -- reservation).
 local function owner(m)
-  local o = string.match(m, '^[rm]%w+:(%x+)$')
-  if o then return o end
-  return string.match(m, '^([^:~=]+):')
+  return string.match(m, '^[rm]%w+:(%x+)$')
 end
 
 -- freedName returns the name of the released slot of reservation m.
@@ -389,34 +354,6 @@ end
 -- anew (SET, which allocates no more than it holds). A send older than
 -- the limit-th latest, or than a timespan, counts for nothing that the
 -- window decides.
--- While a process of an earlier version shares the budget (mixed, see
--- countOf), sends go to W as before, named '=' and their members,
--- where every version counts them; the ring's are counted by this
--- version, and the earlier one's too once they leave (a rolling upgrade).
-
--- mixed reports whether a process of an earlier version shares the
--- budget: as counted by this script, else as M's hot field says.
-local function mixed()
-  if earlier ~= nil then return earlier end
-  return ringLoad().mixed == 1
-end
-
--- lastSlot returns the latest slot given before jitter: the hot field's,
--- or M's last field's while a process of an earlier version, which
--- writes only that, shares the budget and has given a later one.
-local function lastSlot()
-  local last = ringLoad().last
-  if mixed() then last = max(last, hnum('last')) end
-  return last
-end
-
--- setLast records x as the latest slot given, for the caller to write
--- with ringFields; while a process of an earlier version shares the
--- budget, in M's last field too.
-local function setLast(x)
-  ringLoad().last = x
-  if mixed() then call('HSET', M, 'last', num(x)) end
-end
 
 -- ringRead returns the instants at places i to j - 1 of the ring, counted
 -- from its oldest, in order.

@@ -5,5 +5,5 @@ for i = 1, #ahead, 2 do
   if owner(ahead[i]) == proc then free(ahead[i], tonum(ahead[i + 1])) end
 end
 call('ZREM', P, proc)
-call('HDEL', M, 'e:' .. proc, 'v:' .. proc)
+call('HDEL', M, 'e:' .. proc)
 return 0

@@ -48,7 +48,7 @@ local function presence()
     local gone = {}
     for _, d in ipairs(dead) do
       gone[d] = true
-      call('HDEL', M, 's:' .. d, 'e:' .. d, 'v:' .. d) -- its seats report, its presence records
+      call('HDEL', M, 's:' .. d, 'e:' .. d) -- its seats report, its presence records
     end
     local ahead = call('ZRANGEBYSCORE', W, '(' .. num(now), '+inf', 'WITHSCORES')
     local freed = false

@@ -9,19 +9,16 @@
 -- sent without a Confirm, 2 when it is kept
 -- to be confirmed by Sent (store.Request.Deferred), 0 for a held request
 -- being recorded, whose waiter confirms, and 1 when that held request was
--- released (its slot is recorded as released); then how many more
--- reservations kept to be confirmed by Sent the process would lease with
--- this one (0: none), and the sequence number the first of them is named
--- after (see member in store.go). [3] the reservation's
+-- released (its slot is recorded as released). [3] the reservation's
 -- member, [4] (when requests are held) the j-th to the min(held, L)-th
 -- latest slots of the held requests, latest first, separated by spaces.
 -- Returns (see answer in hot.lua) the status, the wait (µs), whether a
 -- cooldown lasts, now (µs), the slot before jitter (µs, as mark and as
 -- base), the name recorded, and the processes and rank when counted:
 -- status 0 refused, 1 recorded, 2 to be held in-process (nothing
--- recorded), plus 8 times the reservations leased with it. The name is
+-- recorded). The name is
 -- the member's unless it claimed a released slot (see hot.lua).
-local limit, maxwait, jit, held, horizon, heldFloor, heldFirst, est, estBase, atOnce, released, lease, first = sunpack('>ddddddddddddd', ARGV[1], 41)
+local limit, maxwait, jit, held, horizon, heldFloor, heldFirst, est, estBase, atOnce, released = sunpack('>ddddddddddd', ARGV[1], 41)
 local member = ARGV[3]
 -- A request admitted at once is recorded as a send (see sendName), but a
 -- held request being recorded, whose waiter confirms.
@@ -60,7 +57,7 @@ if nw > 1 then
 end
 local cooling = 0
 if cd > now then cooling = 1 end
-local last = lastSlot()
+local last = ring.last
 local t0 = now
 if cd > t0 then t0 = cd end
 if last > t0 then t0 = last end
@@ -118,7 +115,7 @@ if est > 0 and est >= cd and est >= after then
     call('ZADD', W, num(est), member)
     if est > now then here(true) end
   end
-  setLast(max(last, estBase))
+  ring.last = max(last, estBase)
   call('HSET', M, ringFields())
   return answer(1, max(est - now, 0), cooling, estBase, procs, estBase, member)
 end
@@ -140,34 +137,14 @@ if wait > 0 then
 end
 if wait > maxwait then return answer(0, wait, cooling, base, procs, base, member) end
 if wait > 0 and (held > 0 or wait > horizon) then return answer(2, wait, cooling, base, procs, base, member) end
-if wait <= 0 and atOnce == 1 and not mixed() then
+if wait <= 0 and atOnce == 1 then
   ringAdd(slot, limit)
   ring.last = base
   call('HSET', M, ringFields())
   return answer(1, wait, cooling, base, procs, base, member)
 end
--- A lease: a request admitted at once and kept to be confirmed by Sent
--- takes up to lease more such reservations at its instant, for the
--- process's next requests, while the budget's entries, stale ones
--- included, stay below half its limit: far from it, no one waits for a
--- slot, and a reservation leased but never used only delays others, as
--- any deferred one does, until the process drops it (see lease.go).
-local leased = 0
-if lease > 0 and wait <= 0 and atOnce == 2 and held == 0 and cooling == 0 and not mixed() then
-  leased = max(min(lease, math.floor(limit / 2) - nw - ring.n - 1), 0)
-end
-if leased > 0 then
-  local at, tail = num(slot), string.sub(member, 15) -- past 'r' and the 13 digits of its place
-  local args = {at, '=' .. member}
-  for k = 0, leased - 1 do
-    args[#args + 1] = at
-    args[#args + 1] = '=r' .. base36(first + k, 13) .. tail
-  end
-  call('ZADD', W, unpack(args))
-else
-  call('ZADD', W, num(slot), sendName(member, wait, sends))
-end
-setLast(base)
+call('ZADD', W, num(slot), sendName(member, wait, sends))
+ring.last = base
 call('HSET', M, ringFields())
 if wait > 0 then here(true) end
-return answer(1 + 8 * leased, wait, cooling, base, procs, base, member)
+return answer(1, wait, cooling, base, procs, base, member)

@@ -6,9 +6,7 @@
 -- when the requests have left; then, per send, its name and how far (µs)
 -- the instant its request left lies from now (0 for a waiter asking).
 -- A send moved there, or left at its slot when that is later, goes to
--- the ring (see hot.lua): nothing moves it any more. A name that starts
--- with '-' is that of a leased reservation no request used (see
--- lease.go): it is dropped, code 1.
+-- the ring (see hot.lua): nothing moves it any more.
 -- Returns a code per send: 0 when moved to that instant, -1 when the
 -- budget no longer holds it, -2 when moving it could crowd a reservation a
 -- timespan after its slot (or, when asked, a cooldown lasts): it is then a
@@ -19,26 +17,20 @@ local asks = ARGV[3] == '1'
 ringLoad()
 -- The limit the ring grows to; before it exists, the policy's as renew
 -- records it.
-local limit, shared = ring.limit, mixed()
+local limit = ring.limit
 if limit == 0 then limit = hnum('limit') end
 
--- The entries' scores, read at once; no entry is named twice. Each
--- send's answer starts as 1 for a leased reservation to drop ('-' and its
--- name), else 0.
+-- The entries' scores, read at once; no entry is named twice.
 local names, out = cleared(sentNames), cleared(sentOut)
 for i = 4, #ARGV - 1, 2 do
-  local name, code = ARGV[i], 0
-  if string.byte(name) == 45 then name, code = string.sub(name, 2), 1 end -- '-'
-  names[#names + 1] = name
-  out[#out + 1] = code
+  names[#names + 1] = ARGV[i]
+  out[#out + 1] = 0
 end
 local scores = none
 if #names > 0 then scores = call('ZMSCORE', W, unpack(names)) end
 
 -- Each send moves to the instant it left, or stays at its slot when that
--- is later: into the ring, or, while a process of an earlier version
--- shares the budget, within W, where that version counts it. Those that
--- leave W go in one ZREM (gone), and into the ring all at once (ats),
+-- is later: into the ring. Those that leave W go in one ZREM (gone), and into the ring all at once (ats),
 -- after the loop; a read of W in the loop removes them first. Moved, a
 -- send may crowd a reservation a timespan after its slot: when no entry
 -- of W lies a timespan after the earliest slot of those that move (one
@@ -49,9 +41,7 @@ local lefts, early = cleared(sentLefts), nil
 for k = 1, #names do
   local at, s = now + tonum(ARGV[3 + 2 * k]), scores[k]
   lefts[k] = at
-  if out[k] == 1 then
-    s = false -- a leased reservation to drop
-  elseif s then
+  if s then
     s = tonum(s)
     if s < at and (not early or s < early) then early = s end
   end
@@ -59,17 +49,13 @@ for k = 1, #names do
 end
 local clear = true
 if early then
-  clear = not shared and #call('ZRANGEBYSCORE', W, num(early + span), '+inf', 'LIMIT', 0, 1) == 0
+  clear = #call('ZRANGEBYSCORE', W, num(early + span), '+inf', 'LIMIT', 0, 1) == 0
 end
 local gone, ats = cleared(sentGone), cleared(sentAts)
 local kept = false -- whether a code is below 0
 for k = 1, #names do
   local name, at, s, code = names[k], lefts[k], scores[k], out[k]
-  if code == 1 then
-    gone[#gone + 1] = name -- a leased reservation
-  elseif not s then
-    code = -1
-  end
+  if not s then code = -1 end
   if s then
     if s >= at then
       at = s
@@ -90,12 +76,8 @@ for k = 1, #names do
     end
   end
   if code == 0 then
-    if shared then
-      call('ZADD', W, num(at), name)
-    else
-      gone[#gone + 1] = name
-      ats[#ats + 1] = at
-    end
+    gone[#gone + 1] = name
+    ats[#ats + 1] = at
   end
   out[k] = code
   if code < 0 then kept = true end
