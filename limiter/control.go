@@ -7,12 +7,11 @@ import (
 	"github.com/k8sratelimit/k8sratelimit/store"
 )
 
-// The adaptive concurrency limit is AIMD with slow start, as TCP's, with
-// the server's throttling answers as losses. Its rules are those of
-// docs/limiting.md ("Adaptive concurrency"). APF makes one difference:
-// every throttle stops the whole budget for a Retry-After, so the limit
-// grows past the seats that drew the last one only when a probe raises
-// its ceiling, and probes that draw throttles come ever more rarely.
+// The adaptive concurrency limit is AIMD with slow start, with throttles
+// as losses; its rules are listed in docs/limiting.md ("Adaptive
+// concurrency"). As every throttle stops the whole budget for a
+// Retry-After, growth past the seats that drew the last one waits for a
+// probe to raise the ceiling, and probes that draw throttles grow rare.
 const (
 	cutFactor     = 0.75
 	slowStartGain = 0.5
@@ -25,28 +24,23 @@ const (
 // control is the concurrency limit of a budget: fixed, or learned. It is
 // guarded by its seats' mutex.
 type control struct {
-	adaptive bool
-	limit    float64 // seats, between 1 and max
-	max      float64
-	ssthresh float64 // slow start below it
-
+	adaptive    bool
+	limit, max  float64   // seats, between 1 and max
+	ssthresh    float64   // slow start below it
 	ceiling     float64   // growth stops here until probeAt
 	probeAt     time.Time // when the ceiling may rise
 	probeEvery  time.Duration
 	step        float64   // what the next rise adds
 	raised      time.Time // the last rise; zero after a cut
 	probeFailed bool      // a rise drew a throttle: no more quick probes
-
-	held    float64   // the ceiling that held for probeEvery (0: none)
-	heldHit time.Time // the last throttle at held, forgiven
-
-	quickSeq  uint64    // the request whose answer may make a quick probe (0: none yet)
-	quickFrom time.Time // when the limit first held at the ceiling
-
-	seq, cutSeq uint64 // requests seated so far; seq at the last cut
-	servedPeak  int    // most seats in use of a request served since the last cut
-	servedOwn   int    // most of this process's requests in flight of one served since then
-	agreed      bool   // a cut was made or adopted: processes sharing the limit hold one
+	held        float64   // the ceiling that held for probeEvery (0: none)
+	heldHit     time.Time // the last throttle at held, forgiven
+	quickSeq    uint64    // the request whose answer may make a quick probe (0: none yet)
+	quickFrom   time.Time // when the limit first held at the ceiling
+	seq, cutSeq uint64    // requests seated so far; seq at the last cut
+	servedPeak  int       // most seats in use of a request served since the last cut
+	servedOwn   int       // most of this process's requests in flight of one served since then
+	agreed      bool      // a cut was made or adopted: processes sharing the limit hold one
 }
 
 func newControl(c Concurrency, now time.Time) control {
@@ -91,11 +85,8 @@ func (c *control) good(seq uint64, peers, own int, now time.Time) (store.SeatCut
 	} else {
 		c.limit += 1 / math.Floor(c.limit)
 	}
-	if c.limit <= c.ceiling {
-		return store.SeatCut{}, false
-	}
-	if c.ceiling >= c.max || now.Before(c.probeAt) || !c.probeDue(seq, now) {
-		c.limit = c.ceiling
+	if c.limit <= c.ceiling || c.ceiling >= c.max || now.Before(c.probeAt) || !c.probeDue(seq, now) {
+		c.limit = min(c.limit, c.ceiling)
 		return store.SeatCut{}, false
 	}
 	c.raise(now)
@@ -136,17 +127,14 @@ func (c *control) raise(now time.Time) {
 }
 
 // throttled cuts the limit after a throttling answer to request seq, sent
-// with peers seats in use, and returns the cut it made, if any. running
-// is how many of the budget's requests the server was running when it
-// refused this one, as far as the client can tell (0: unknown); processes
-// is how many share the limit.
+// with peers seats in use, running of them still unanswered (0: unknown),
+// processes sharing the limit, and returns the cut it made, if any.
 func (c *control) throttled(seq uint64, peers, running, processes int, now time.Time) (store.SeatCut, bool) {
 	if !c.adaptive || seq <= c.cutSeq {
 		return store.SeatCut{}, false
 	}
 	drew := !c.raised.IsZero() && now.Sub(c.raised) < c.probeEvery
-	if drew {
-		// The last rise drew it: probe less often.
+	if drew { // probe less often
 		c.probeEvery = min(2*c.probeEvery, maxProbeEvery)
 		c.probeFailed = true
 	} else if !c.raised.IsZero() {
@@ -171,11 +159,10 @@ func (c *control) throttled(seq uint64, peers, running, processes int, now time.
 	return store.SeatCut{Limit: int(c.limit), Ceiling: int(c.ceiling), ProbeAfter: probeAfter}, true
 }
 
-// cutTo returns the limit and the ceiling a throttle leaves: ¾ of the
-// seats in use, and one fewer than they, or less where the seats served
-// since the last cut or the requests running say so. The requests running
-// count no fewer than this process's with which one was served since the
-// last cut: the server frees a seat a moment after its answer arrives.
+// cutTo returns the limit and the ceiling a throttle leaves (rules 3 and
+// 4 of docs/limiting.md). The requests running count no fewer than this
+// process's with which one was served since the last cut: the server
+// frees a seat a moment after its answer arrives.
 func (c *control) cutTo(peers, running int) (limit, ceiling float64) {
 	limit = math.Floor(min(c.limit, float64(peers)) * cutFactor)
 	ceiling = float64(peers - 1)
@@ -189,10 +176,9 @@ func (c *control) cutTo(peers, running int) (limit, ceiling float64) {
 	return limit, ceiling
 }
 
-// forgive forgets the seats that held when a second throttle that no rise
-// drew comes at them within probeEvery: the server has fewer seats now.
-// The first is forgiven, as the server's moment (it frees a seat a moment
-// after its answer arrives).
+// forgive forgets the seats that held when a second throttle no rise drew
+// comes at them within probeEvery: the server has fewer seats now. The
+// first is forgiven, as the server's moment.
 func (c *control) forgive(drew bool, now time.Time) {
 	if drew || c.held == 0 || c.limit > c.held {
 		return
