@@ -134,10 +134,10 @@ func TestControlForgivesAThrottleAtTheSeatsThatHeldOncePerProbeEvery(t *testing.
 	assert.Equal(t, 2, c.seats(), "a second within probeEvery: cut to the requests running")
 }
 
-// A rise of more than a seat that draws a throttle tries halfway next,
-// as a rise from the ceiling that held: one throttle there goes back to
-// it.
-func TestControlBisectsARiseOfSeveralSeatsThatDrewAThrottle(t *testing.T) {
+// A rise that held lets the next go twice as far; one that draws a
+// throttle goes back to the seats that held, with the ceiling a seat below
+// those that drew it (requests were served with them in flight).
+func TestControlRisesFurtherAfterARiseThatHeld(t *testing.T) {
 	c := newControl(Concurrency{Adaptive: true}, t0)
 	c.limit = 3
 	c.throttled(c.seated(), 3, 0, 1, t0)
@@ -159,7 +159,7 @@ func TestControlBisectsARiseOfSeveralSeatsThatDrewAThrottle(t *testing.T) {
 	now = now.Add(time.Second)
 	c.throttled(c.seated(), 5, 3, 1, now)
 	assert.Equal(t, 3, c.seats(), "back to the 3 that held")
-	assert.Equal(t, 4, int(c.ceiling), "and 4, halfway, is tried next")
+	assert.Equal(t, 4, int(c.ceiling), "and 4, one below the 5 that drew it, is tried next")
 	rise(now.Add(2 * time.Second))
 	require.Equal(t, 4, c.seats())
 	c.throttled(c.seated(), 4, 3, 1, now.Add(3*time.Second))
