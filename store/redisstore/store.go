@@ -488,7 +488,7 @@ type doubles struct {
 
 // maxDoubles bounds the numbers of one argument: those every script
 // takes and a reservation's.
-const maxDoubles = 18
+const maxDoubles = 16
 
 // packed returns xs as doubles.
 func packed(xs ...int64) *doubles {
@@ -508,11 +508,6 @@ func (d *doubles) add(xs ...int64) {
 // MarshalBinary implements encoding.BinaryMarshaler.
 func (d *doubles) MarshalBinary() ([]byte, error) { return d.b[:8*d.n], nil }
 
-// doubleAt returns the big-endian double at byte i of s, as an integer.
-func doubleAt(s string, i int) int64 {
-	return int64(math.Float64frombits(binary.BigEndian.Uint64([]byte(s[i : i+8]))))
-}
-
 // b2i is 1 for true, 0 for false.
 func b2i(b bool) int {
 	if b {
@@ -521,39 +516,27 @@ func b2i(b bool) int {
 	return 0
 }
 
-// decodeReply reads a reserve script's reply v for the reservation named
-// member (see answer in lua/hot.lua), and the processes sharing the
-// budget and this one's rank when the script counted them (procs -1: not
-// counted). The reply is one string of big-endian doubles: the status,
-// plus 4 while a cooldown lasts, plus 256, 1024 and 512 when the mark, the count and the member follow;
-// the wait, now and base; then the mark unless it is base, the processes
-// and the rank when counted, and last, as text, the member unless it is
-// the one asked for.
-func decodeReply(v any, member string) (rep reply, procs, rank int64, err error) {
-	a, ok := v.(string)
-	if !ok || len(a) < 32 {
+// decodeReply reads a reserve script's reply v (see answer in
+// lua/hot.lua): {status, wait µs, cooling 0/1, now µs, base µs, mark µs,
+// processes, rank, name}, the processes and rank -1 when not counted.
+func decodeReply(v any) (rep reply, procs, rank int64, err error) {
+	a, ok := v.([]any)
+	if !ok || len(a) != 9 {
 		return reply{}, -1, -1, fmt.Errorf("store: unexpected reply %v", v)
 	}
-	code := doubleAt(a, 0)
-	hasMark, hasMember, hasCount := code&256 != 0, code&512 != 0, code&1024 != 0
-	end := 32 + 8*b2i(hasMark) + 16*b2i(hasCount) // where the member starts
-	if len(a) < end || hasMember == (len(a) == end) {
-		return reply{}, -1, -1, fmt.Errorf("store: unexpected reply %q", a)
+	var n [8]int64
+	for i := range n {
+		if n[i], ok = a[i].(int64); !ok {
+			return reply{}, -1, -1, fmt.Errorf("store: unexpected reply %v", v)
+		}
 	}
-	base := doubleAt(a, 24)
-	rep = reply{status: code & 3, wait: time.Duration(doubleAt(a, 8)) * time.Microsecond, cooling: code&4 != 0, now: doubleAt(a, 16), mark: base, base: base, member: member}
-	procs, rank = -1, -1
-	i := 32
-	if hasMark {
-		rep.mark, i = doubleAt(a, i), i+8
+	member, ok := a[8].(string)
+	if !ok {
+		return reply{}, -1, -1, fmt.Errorf("store: unexpected reply %v", v)
 	}
-	if hasCount {
-		procs, rank = doubleAt(a, i), doubleAt(a, i+8)
-	}
-	if hasMember {
-		rep.member = a[end:]
-	}
-	return rep, procs, rank, nil
+	rep = reply{status: n[0], wait: time.Duration(n[1]) * time.Microsecond, cooling: n[2] != 0,
+		now: n[3], base: n[4], mark: n[5], member: member}
+	return rep, n[6], n[7], nil
 }
 
 // reserveReply runs reserve script sc with args, whose presence flag is
@@ -563,7 +546,7 @@ func (s *Store) reserveReply(ctx context.Context, b *redisBudget, sc *script, ar
 	if err != nil {
 		return reply{}, err
 	}
-	rep, procs, rank, err := decodeReply(v, member)
+	rep, procs, rank, err := decodeReply(v)
 	if err != nil {
 		return reply{}, err
 	}

@@ -311,27 +311,15 @@ local function claim(nf, t0, slot, member, maxwait, sends)
   return at, member
 end
 
--- answer returns a reserve's reply (see reserve_window.lua), one string
--- of big-endian doubles: the status, plus 4 while a cooldown lasts
--- (cooling 1), the wait µs, now µs and base µs; then the mark µs when it
--- is not base (the status plus 256), the processes sharing the budget and
--- this one's rank when this call counted them (plus 1024), and last, as
--- text, the name recorded when it is not member (plus 512). A string
--- costs the server less than half what a table does: an admission at
--- once returns four numbers, one struct.pack (Lua joins nothing to an
--- empty tail).
+-- answer returns a reserve's reply (see reserveReply in scripts.go): the
+-- status, the wait µs, 1 while a cooldown lasts, now µs, base µs (the
+-- slot before jitter), mark µs, the processes sharing the budget and this
+-- one's rank when this call counted them (else -1, -1), and the name
+-- recorded.
 local function answer(status, wait, cooling, mark, procs, base, name)
-  local code, tail = status + 4 * cooling, ''
-  if mark ~= base then
-    code, tail = code + 256, spack('>d', mark)
-  end
-  if procs >= 0 then
-    code, tail = code + 1024, tail .. spack('>dd', procs, rank)
-  end
-  if name ~= ARGV[3] then
-    code, tail = code + 512, tail .. name
-  end
-  return spack('>dddd', code, wait, now, base) .. tail
+  local r = -1
+  if procs >= 0 then r = rank end
+  return {status, wait, cooling, now, base, mark, procs, r, name}
 end
 
 -- jitter returns the part of j that keeps a wait within maxwait.
