@@ -1,7 +1,7 @@
 # The test command is `make test`: vet, then every test with the race
 # detector. `make fuzz` runs each fuzz target for FUZZTIME; `make bench`
-# runs the benchmarks; `make bench-report` regenerates docs/benchmarks-raw.txt,
-# the raw output behind BENCHMARKS.md.
+# runs the benchmarks; `make bench-report` writes BENCHMARKS.md and
+# docs/benchmarks-raw.txt, the raw output behind it.
 
 GO       ?= go
 FUZZTIME ?= 15s
@@ -31,9 +31,9 @@ fuzz:
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) ./...
 
-# The benchmarks BENCHMARKS.md reports, interleaved, with benchstat, into
-# docs/benchmarks-raw.txt (about 15 minutes on 2 cores; E2E=1 adds the
-# end-to-end APF and seats runs).
+# The benchmarks BENCHMARKS.md reports, interleaved, with benchstat into
+# docs/benchmarks-raw.txt and as tables into BENCHMARKS.md (about 15
+# minutes on 2 idle cores; E2E=1 adds the end-to-end APF and seats runs).
 bench-report:
 	GO="$(GO)" hack/bench-report.sh
 
