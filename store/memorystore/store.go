@@ -30,7 +30,8 @@ const sweepEvery = time.Second
 type Store struct {
 	clock     clock.PassiveClock
 	epoch     time.Time
-	budgets   sync.Map // string -> *budget
+	budgets   sync.Map               // string -> *budget
+	last      atomic.Pointer[budget] // the budget used last: most processes use one
 	count     atomic.Int64
 	lastSweep atomic.Int64
 }
@@ -49,6 +50,7 @@ func New(c clock.PassiveClock) *Store {
 // budget is one budget's state. mu guards everything below it; it is held
 // for arithmetic only.
 type budget struct {
+	key     string // its key in the map, never changed
 	mu      sync.Mutex
 	dropped bool             // removed from the map by a sweep: look it up again
 	policy  store.Policy     // the policy last applied
@@ -86,6 +88,7 @@ func (m *Store) lockedBudget(key string) *budget {
 			return b
 		}
 		b.mu.Unlock() // dropped by a sweep meanwhile: look it up again
+		m.last.CompareAndSwap(b, nil)
 	}
 }
 
@@ -222,14 +225,19 @@ func (m *Store) Cooldown(_ context.Context, key string) (time.Duration, error) {
 
 // budget returns the budget of key, creating it.
 func (m *Store) budget(key string) *budget {
-	if v, ok := m.budgets.Load(key); ok {
-		return v.(*budget)
+	if b := m.last.Load(); b != nil && b.key == key {
+		return b // a comparison of keys costs less than a lookup's hash
 	}
-	v, loaded := m.budgets.LoadOrStore(key, &budget{})
-	if !loaded {
-		m.count.Add(1)
+	v, ok := m.budgets.Load(key)
+	if !ok {
+		var loaded bool
+		if v, loaded = m.budgets.LoadOrStore(key, &budget{key: key}); !loaded {
+			m.count.Add(1)
+		}
 	}
-	return v.(*budget)
+	b := v.(*budget)
+	m.last.Store(b)
+	return b
 }
 
 func (m *Store) existing(key string) (*budget, bool) {
