@@ -95,12 +95,7 @@ func New(cfg Config, opts ...Option) (*Limiter, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if o.clock == nil {
-		o.clock = clock.RealClock{}
-	}
-	if o.logger.GetSink() == nil {
-		o.logger = klog.Background()
-	}
+	o.defaults()
 	var m *metrics
 	if o.metrics != nil {
 		m = newMetrics()
@@ -115,14 +110,6 @@ func New(cfg Config, opts ...Option) (*Limiter, error) {
 		o.store = s
 		owned, _ = s.(io.Closer)
 	}
-	var observer limiter.Observer
-	switch len(o.observers) {
-	case 0:
-	case 1:
-		observer = o.observers[0]
-	default:
-		observer = o.observers
-	}
 	engine := limiter.New(o.store, limiter.Options{
 		Policy:   cfg.policy(),
 		MaxWait:  cfg.MaxWait,
@@ -130,7 +117,7 @@ func New(cfg Config, opts ...Option) (*Limiter, error) {
 		Adaptive: cfg.Adaptive,
 		Clock:    o.clock,
 		Logger:   o.logger,
-		Observer: observer,
+		Observer: o.observer(),
 		Exempt:   o.exempt,
 
 		Concurrency: cfg.concurrency(),
@@ -144,6 +131,29 @@ func New(cfg Config, opts ...Option) (*Limiter, error) {
 		}
 	}
 	return &Limiter{cfg: cfg, engine: engine, store: owned}, nil
+}
+
+// defaults fills in what the options left unset: the real clock, and
+// klog's logger, as client-go logs.
+func (o *options) defaults() {
+	if o.clock == nil {
+		o.clock = clock.RealClock{}
+	}
+	if o.logger.GetSink() == nil {
+		o.logger = klog.Background()
+	}
+}
+
+// observer returns the observers given, as one.
+func (o *options) observer() limiter.Observer {
+	switch len(o.observers) {
+	case 0:
+		return nil
+	case 1:
+		return o.observers[0]
+	default:
+		return o.observers
+	}
 }
 
 // newStore makes the store cfg names: in memory, or Redis from its URL.

@@ -10,6 +10,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/k8sratelimit/k8sratelimit"
@@ -78,7 +79,22 @@ func loadCmd(args, environ []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kube-ratelimit load: %v\n", err)
 		return 2
 	}
+	r, usage, code := runLimitedLoad(o, cfg, rc, stdout, stderr)
+	if code != 0 {
+		return code
+	}
+	fmt.Fprintln(stdout)
+	writeReport(stdout, []demoResult{r}, cfg.Limit, cfg.Timespan)
+	if line := usage.summary(cfg); line != "" {
+		fmt.Fprintln(stdout)
+		fmt.Fprintln(stdout, line)
+	}
+	return 0
+}
 
+// runLimitedLoad runs the load of o through a limiter configured by cfg
+// on rc, and returns what it measured, with the exit code of a failure.
+func runLimitedLoad(o loadOptions, cfg k8sratelimit.Config, rc *rest.Config, stdout, stderr io.Writer) (demoResult, *storeUsage, int) {
 	st := &stats{}
 	rec := &sendRecorder{}
 	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { rec.next = rt; return rec })
@@ -91,7 +107,7 @@ func loadCmd(args, environ []string, stdout, stderr io.Writer) int {
 		s, err := newRedisStore(cfg, &usage)
 		if err != nil {
 			fmt.Fprintf(stderr, "kube-ratelimit load: %v\n", err)
-			return 2
+			return demoResult{}, nil, 2
 		}
 		defer s.Close() // after the limiter's Close, deferred below
 		opts = append(opts, k8sratelimit.WithStore(s))
@@ -99,12 +115,12 @@ func loadCmd(args, environ []string, stdout, stderr io.Writer) int {
 	l, err := k8sratelimit.New(cfg, opts...)
 	if err != nil {
 		fmt.Fprintf(stderr, "kube-ratelimit load: %v\n", err)
-		return 1
+		return demoResult{}, nil, 1
 	}
 	defer l.Close()
 	if err := l.Configure(rc); err != nil {
 		fmt.Fprintf(stderr, "kube-ratelimit load: %v\n", err)
-		return 1
+		return demoResult{}, nil, 1
 	}
 	st.watchSeats(l, rc)
 
@@ -119,7 +135,7 @@ func loadCmd(args, environ []string, stdout, stderr io.Writer) int {
 	p.done()
 	if err != nil {
 		fmt.Fprintf(stderr, "kube-ratelimit load: %v\n", err)
-		return 1
+		return demoResult{}, nil, 1
 	}
 	r := demoResult{
 		name:       "k8sratelimit",
@@ -135,11 +151,5 @@ func loadCmd(args, environ []string, stdout, stderr io.Writer) int {
 		// as they enter the transport, the truth of what was sent.
 		r.maxSent = rec.mostInWindow(cfg.Timespan - windowSlack(cfg.Timespan))
 	}
-	fmt.Fprintln(stdout)
-	writeReport(stdout, []demoResult{r}, cfg.Limit, cfg.Timespan)
-	if line := usage.summary(cfg); line != "" {
-		fmt.Fprintln(stdout)
-		fmt.Fprintln(stdout, line)
-	}
-	return 0
+	return r, &usage, 0
 }

@@ -62,29 +62,36 @@ func statusCmd(args, environ []string, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	clk := clock.RealClock{}
-	v := statusView{
-		budgets:  s,
-		owner:    *owner,
-		clock:    clk,
-		out:      &screen{w: stdout, redraw: *watch && isTerminal(stdout)},
-		interval: *interval,
-	}
-	if *watch {
-		v.wait = func(ctx context.Context) bool {
-			select {
-			case <-ctx.Done():
-				return false
-			case <-clk.After(*interval):
-				return true
-			}
-		}
-	}
+	v := newStatusView(s, *owner, stdout, *watch, *interval)
 	if err := v.run(ctx); err != nil {
 		fmt.Fprintln(stderr, unusableMessage(cfg.RedisURL.String(), err))
 		return 1
 	}
 	return 0
+}
+
+// newStatusView returns the view of status on budgets, redrawn every
+// interval with watch.
+func newStatusView(budgets *redisstore.Store, owner string, stdout io.Writer, watch bool, interval time.Duration) statusView {
+	clk := clock.RealClock{}
+	v := statusView{
+		budgets:  budgets,
+		owner:    owner,
+		clock:    clk,
+		out:      &screen{w: stdout, redraw: watch && isTerminal(stdout)},
+		interval: interval,
+	}
+	if watch {
+		v.wait = func(ctx context.Context) bool {
+			select {
+			case <-ctx.Done():
+				return false
+			case <-clk.After(interval):
+				return true
+			}
+		}
+	}
+	return v
 }
 
 // unusableMessage says that the Redis at url (redacted) could not be
