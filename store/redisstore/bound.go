@@ -176,7 +176,7 @@ func (s *Store) settle(sends map[*redisBudget][]int64, forget map[*redisBudget][
 	if s.down.Load() {
 		return nil // the end of the outage teaches Redis the sends
 	}
-	ctx, cancel := context.WithTimeout(s.background(), s.opts.Timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
 	defer cancel()
 	var keys [][]string
 	var args [][]any

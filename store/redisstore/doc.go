@@ -15,8 +15,7 @@
 // root package does), with Options; the Store, which implements
 // store.Store and the optional store.Notifier, store.SeatSharer and
 // store.Failover that the engine and the root's metrics look for; Status,
-// which reads every budget for kube-ratelimit status; Close; and
-// LogRouter, which sends go-redis's log lines about a store's calls to
-// that store's Logger. Test hooks (a clock offset added to the server's
+// which reads every budget for kube-ratelimit status; and Close. Test
+// hooks (a clock offset added to the server's
 // time, forced upkeep) are in export_test.go, not here.
 package redisstore

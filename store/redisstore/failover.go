@@ -51,7 +51,7 @@ func (s *Store) probe() {
 		case <-t.C:
 		}
 		s.nextProbe.Store(s.localMicros() + int64(probeEvery/time.Microsecond))
-		ctx, cancel := context.WithTimeout(s.background(), s.opts.Timeout)
+		ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
 		err := s.checkUsable(ctx) // it answers, and runs scripts
 		cancel()
 		if err == nil {

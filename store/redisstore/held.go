@@ -319,7 +319,7 @@ func (s *Store) schedulePromotionLocked(b *redisBudget) {
 		if s.down.Load() {
 			return
 		}
-		if err := s.promoteDueLocked(s.background(), b); err != nil {
+		if err := s.promoteDueLocked(context.Background(), b); err != nil {
 			s.trip(err)
 		}
 	})

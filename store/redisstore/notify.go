@@ -38,7 +38,7 @@ func (s *Store) listen(channel string, add func(*notifier)) {
 		n.moved = map[string][]func(){}
 		n.cuts = map[string][]func(store.SeatCut){}
 		n.subbed = map[string]bool{}
-		n.pubsub = s.client.Subscribe(s.background())
+		n.pubsub = s.client.Subscribe(context.Background())
 		s.wg.Add(1)
 		go s.deliver(n.pubsub.Channel())
 	})
@@ -48,7 +48,7 @@ func (s *Store) listen(channel string, add func(*notifier)) {
 	n.subbed[channel] = true
 	n.mu.Unlock()
 	if first {
-		ctx, cancel := context.WithTimeout(s.background(), s.opts.Timeout)
+		ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
 		defer cancel()
 		// A failed subscription is retried by the client when it
 		// reconnects; waiters still confirm at their slots meanwhile.

@@ -116,7 +116,7 @@ func (s *Store) upkeepAll() error {
 
 // upkeepPipelined runs the upkeep of budgets in one pipeline.
 func (s *Store) upkeepPipelined(budgets []*redisBudget, policies []store.Policy) error {
-	ctx, cancel := context.WithTimeout(s.background(), s.opts.Timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
 	defer cancel()
 	cmds, err := s.pipelined(ctx, scriptUpkeep, len(budgets), func(i int) ([]string, []any) {
 		return budgets[i].keys, s.upkeepArgs(budgets[i], policies[i])
@@ -152,7 +152,7 @@ func (s *Store) Close() error {
 			if s.down.Load() {
 				return true
 			}
-			if _, err := s.call(s.background(), scriptLeave, b, s.args(b, p, true, 0)); err != nil {
+			if _, err := s.call(context.Background(), scriptLeave, b, s.args(b, p, true, 0)); err != nil {
 				errs = append(errs, err)
 			}
 			return true

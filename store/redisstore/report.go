@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
-	"sync"
 
 	"github.com/go-logr/logr"
 	"github.com/redis/go-redis/v9"
@@ -145,13 +144,3 @@ func clientURL(client redis.UniversalClient) string {
 // klogLogger returns klog's logger, the default of every store that is
 // given none, as client-go logs.
 func klogLogger() logr.Logger { return klog.Background() }
-
-// routeOnce installs the LogRouter once per process.
-var routeOnce sync.Once
-
-// routeGoRedisLogs sends go-redis's log lines through a LogRouter, the
-// lines about no store to klog: once per process, at the first store
-// NewFromURL makes.
-func routeGoRedisLogs() {
-	routeOnce.Do(func() { redis.SetLogger(&LogRouter{Other: klogLogger().WithName("go-redis")}) })
-}

@@ -171,7 +171,7 @@ func (s *Store) inBackground(f func(ctx context.Context) error) {
 		if s.down.Load() {
 			return
 		}
-		ctx, cancel := context.WithTimeout(s.background(), s.opts.Timeout)
+		ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
 		defer cancel()
 		if err := f(ctx); err != nil {
 			s.trip(err)
@@ -222,7 +222,7 @@ func (s *Store) ReportSeats(key string, report func() (limit, inUse int)) {
 // reportSeats writes the seats reports that changed since they were last
 // written, in one pipeline.
 func (s *Store) reportSeats() error {
-	ctx, cancel := context.WithTimeout(s.background(), s.opts.Timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
 	defer cancel()
 	pipe := s.client.Pipeline()
 	var written []func()

@@ -131,7 +131,7 @@ func (s *Store) skewNow(ctx context.Context) (int64, error) {
 // budgets decide again: the window then counts them, and the process
 // stays exact across the return.
 func (s *Store) learnOutageSends(from int64) error {
-	ctx, cancel := context.WithTimeout(s.background(), s.opts.Timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
 	defer cancel()
 	skew, err := s.skewNow(ctx)
 	if err != nil {

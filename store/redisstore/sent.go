@@ -45,7 +45,7 @@ func (s *Store) Sent(key string, id uint64) {
 	b, ok := s.existing(key)
 	if !ok || id&fallbackID != 0 || s.down.Load() {
 		// Decided in-process: confirming costs no round trip.
-		_, _ = s.Confirm(s.background(), key, id)
+		_, _ = s.Confirm(context.Background(), key, id)
 		return
 	}
 	s.queueSent(sentSend{b: b, id: id, at: s.localMicros()})
@@ -124,7 +124,7 @@ func (s *Store) flushSent() {
 	sends := q.sends
 	q.sends = nil
 	q.mu.Unlock()
-	ctx := s.background()
+	ctx := context.Background()
 	batches := map[*redisBudget][]sentSend{}
 	var single []sentSend
 	for _, x := range sends {

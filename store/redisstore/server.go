@@ -56,7 +56,7 @@ func clientFromURL(rawURL string, timeout time.Duration) (redis.UniversalClient,
 // an evicted budget is a silent reset) is warned about once.
 func (s *Store) checkServer() {
 	defer s.wg.Done()
-	ctx, cancel := context.WithTimeout(s.background(), 5*s.opts.Timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*s.opts.Timeout)
 	defer cancel()
 	if err := s.checkUsable(ctx); err != nil {
 		if !s.closed() {

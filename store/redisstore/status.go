@@ -18,7 +18,6 @@ import (
 func (s *Store) Status(ctx context.Context) ([]store.BudgetStatus, error) {
 	var mu sync.Mutex
 	var out []store.BudgetStatus
-	ctx = s.logCtx(ctx)
 	scan := func(ctx context.Context, c redis.Cmdable) error {
 		it := c.Scan(ctx, 0, "{k8s:*}:"+layout+":m", 1000).Iterator()
 		for it.Next(ctx) {
@@ -46,7 +45,7 @@ func (s *Store) Status(ctx context.Context) ([]store.BudgetStatus, error) {
 }
 
 func (s *Store) status(ctx context.Context, keys []string) (store.BudgetStatus, error) {
-	ctx, cancel := context.WithTimeout(s.logCtx(ctx), s.opts.Timeout)
+	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
 	return s.statusOn(ctx, s.client, keys)
 }

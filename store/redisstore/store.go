@@ -154,9 +154,6 @@ func newStore(client redis.UniversalClient, url string, opts Options, own bool) 
 	}
 	s.procArg = s.proc
 	s.sentQ.kick = make(chan struct{}, 1)
-	if own {
-		s.markDials(client)
-	}
 	s.wg.Add(3)
 	go s.refreshPresence()
 	go s.checkServer()
@@ -169,11 +166,10 @@ func newStore(client redis.UniversalClient, url string, opts Options, own bool) 
 // store's Timeout. A URL with addr= query parameters names the nodes of a
 // Redis Cluster. Close closes the client too.
 //
-// The first store NewFromURL makes in a process installs a LogRouter as
-// go-redis's logger (redis.SetLogger, which is process-wide), once: its
-// lines about a store's calls go to that store's Logger, the others to
-// klog, not to raw standard error. A program that wants go-redis's lines
-// elsewhere calls redis.SetLogger after making its first store.
+// The first store NewFromURL makes in a process sends go-redis's own log
+// lines (redis.SetLogger, which is process-wide) to klog at V(1), not to
+// raw standard error (see log.go). A program that wants them elsewhere
+// calls redis.SetLogger after making its first store.
 func NewFromURL(rawURL string, opts Options) (*Store, error) {
 	client, err := clientFromURL(rawURL, opts.Timeout)
 	if err != nil {
@@ -376,7 +372,6 @@ func (s *Store) presenceFlag(b *redisBudget, force bool) int64 {
 // to twice the timeout and more when every connection is stuck on a
 // frozen Redis.
 func (s *Store) call(ctx context.Context, sc *script, b *redisBudget, args []any) (any, error) {
-	ctx = s.logCtx(ctx)
 	bound, short := s.callBound(ctx)
 	cctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
