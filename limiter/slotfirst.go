@@ -7,9 +7,9 @@ import (
 	"github.com/k8sratelimit/k8sratelimit/store"
 )
 
-// admitShared is admit for a request that holds a seat, with a store whose
-// decisions cost a round trip (a store.Sender) and a window budget (linear
-// pacing records no send it could move). No seat is held across a wait
+// admitShared is admit for a request that holds a seat, with a window
+// budget whose store records a send where it left (a store.Sender: both
+// stores; linear pacing records no send it could move). No seat is held across a wait
 // for a slot, and none across a round trip to the store while requests
 // wait for one, so that the seats are at the server's disposal and go to
 // the requests in the order their slots come:
@@ -33,7 +33,7 @@ func (b *Budget) admitShared(ctx context.Context, stop <-chan struct{}, w waitLi
 		w.start = l.clock.Now()
 	}
 	if st, ok := b.seats.tryTake(w.start); ok {
-		res, err := b.reserve(ctx, w, false)
+		res, err := b.reserve(ctx, &w, false)
 		if err != nil {
 			st.free(outcomeUnsent)
 			return seat{}, err
@@ -48,7 +48,7 @@ func (b *Budget) admitShared(ctx context.Context, stop <-chan struct{}, w waitLi
 	}
 
 	moved := b.movedSignal()
-	res, err := b.reserve(ctx, w, true)
+	res, err := b.reserve(ctx, &w, true)
 	if err != nil {
 		return seat{}, err
 	}

@@ -36,7 +36,10 @@ type Store struct {
 	lastSweep atomic.Int64
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store  = (*Store)(nil)
+	_ store.Sender = (*Store)(nil)
+)
 
 // New returns an empty in-memory store that reads time from c (the
 // real clock when c is nil).
@@ -164,6 +167,31 @@ func (m *Store) Confirm(_ context.Context, key string, id uint64) (time.Duration
 		return time.Duration(at - now), nil
 	}
 	return 0, nil
+}
+
+// Sent implements store.Sender: the request of the reservation id,
+// admitted at once and kept to be confirmed (store.Request.Deferred),
+// left now, after its slot. It counts where it left, or where the window
+// first has room for it when requests sent out of order leave none there:
+// later than it left, which only delays the others.
+func (m *Store) Sent(key string, id uint64) {
+	b, ok := m.existing(key)
+	if !ok {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := m.now()
+	slot, ok := b.pending[id]
+	if !ok {
+		return
+	}
+	delete(b.pending, id)
+	if slot >= now && b.cd <= now {
+		b.sched.sent(id, slot)
+		return
+	}
+	b.sched.sendLate(id, slot, now, b.cd, func(id uint64, at int64) { b.pending[id] = at })
 }
 
 // Release implements store.Store.
