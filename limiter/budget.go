@@ -41,8 +41,9 @@ func newBudget(l *Engine, key, cluster string) *Budget {
 }
 
 // slotFirst reports whether a request that finds no seat free reserves its
-// slot before it waits for one (see admitShared): with a store whose
-// decisions cost a round trip, and a window budget.
+// slot before it waits for one (see admitShared): with a window budget,
+// whose store can move a send to where it left. Linear pacing takes the
+// seat first: a send it let go late would crowd the next.
 func (l *Engine) slotFirst() bool {
 	return l.sender != nil && l.policy.Strategy != store.StrategyLinear
 }
@@ -92,14 +93,16 @@ func (b *Budget) admit(ctx context.Context, stop <-chan struct{}, seated bool) (
 	if err := ctx.Err(); err != nil {
 		return seat{}, err
 	}
-	w := b.limits(ctx)
+	var w waitLimits
+	b.limits(ctx, &w)
 	if l.own == nil {
-		return b.admitStored(ctx, stop, w, seated)
+		return b.admitStored(ctx, stop, &w, seated)
 	}
 	if w.start.IsZero() && w.limit != store.NoMaxWait {
 		w.start = l.clock.Now() // what is left of the limit matters to the own slot
 	}
-	st, err := b.admitStored(ctx, stop, w, seated)
+	stored := w // what the store's admission spends stays its own
+	st, err := b.admitStored(ctx, stop, &stored, seated)
 	if err != nil {
 		return seat{}, err
 	}
@@ -112,17 +115,17 @@ func (b *Budget) admit(ctx context.Context, stop <-chan struct{}, seated bool) (
 }
 
 // admitStored is admit as the budget's store decides it.
-func (b *Budget) admitStored(ctx context.Context, stop <-chan struct{}, w waitLimits, seated bool) (seat, error) {
+func (b *Budget) admitStored(ctx context.Context, stop <-chan struct{}, w *waitLimits, seated bool) (seat, error) {
 	l := b.l
 	var st seat
 	if seated && b.seats != nil {
 		if l.slotFirst() {
-			return b.admitShared(ctx, stop, w)
+			return b.admitShared(ctx, stop, *w)
 		}
 		var ok bool
 		if st, ok = b.seats.tryTake(l.clock.Now()); !ok {
 			var err error
-			if st, err = b.waitSeat(ctx, stop, &w, true); err != nil {
+			if st, err = b.waitSeat(ctx, stop, w, true); err != nil {
 				return seat{}, err
 			}
 		}
@@ -137,7 +140,7 @@ func (b *Budget) admitStored(ctx context.Context, stop <-chan struct{}, w waitLi
 
 // slot takes one slot of the budget and returns when it has come. A
 // request holding the seat *st waits for room to send it (see sleep).
-func (b *Budget) slot(ctx context.Context, stop <-chan struct{}, w waitLimits, st *seat) error {
+func (b *Budget) slot(ctx context.Context, stop <-chan struct{}, w *waitLimits, st *seat) error {
 	l := b.l
 	res, err := b.reserve(ctx, w, false)
 	if err != nil {
@@ -152,14 +155,14 @@ func (b *Budget) slot(ctx context.Context, stop <-chan struct{}, w waitLimits, s
 		b.logSlow(w.seatWait, reason)
 		return nil
 	}
-	return b.sleep(ctx, stop, res, w, st)
+	return b.sleep(ctx, stop, res, *w, st)
 }
 
 // reserve reserves a slot within what is left of w's limit after the
 // wait for a seat, to be confirmed even when it is now if deferred. A slot
 // beyond the limit is refused with the typed error, and nothing is
 // reserved.
-func (b *Budget) reserve(ctx context.Context, w waitLimits, deferred bool) (store.Reservation, error) {
+func (b *Budget) reserve(ctx context.Context, w *waitLimits, deferred bool) (store.Reservation, error) {
 	l := b.l
 	maxWait := w.limit
 	if w.seatWait > 0 && maxWait != store.NoMaxWait {
@@ -173,7 +176,7 @@ func (b *Budget) reserve(ctx context.Context, w waitLimits, deferred bool) (stor
 		if res.Wait <= maxWait {
 			return res, b.refuseByStore(res.Wait)
 		}
-		return res, b.refuse(res.Wait, w, slotWaitFor(res.Cooldown))
+		return res, b.refuse(res.Wait, *w, slotWaitFor(res.Cooldown))
 	}
 	return res, nil
 }
@@ -196,8 +199,10 @@ type waitLimits struct {
 	seatWait   time.Duration // spent waiting for a seat
 }
 
-func (b *Budget) limits(ctx context.Context) waitLimits {
-	w := waitLimits{limit: store.NoMaxWait}
+// limits sets *w, a zero waitLimits, to the limits of a request made
+// with ctx.
+func (b *Budget) limits(ctx context.Context, w *waitLimits) {
+	w.limit = store.NoMaxWait
 	if d, ok := b.l.maxWaitFor(ctx); ok {
 		w.maxWait, w.limit = d, d
 	}
@@ -207,7 +212,6 @@ func (b *Budget) limits(ctx context.Context) waitLimits {
 			w.limit, w.byDeadline = left, true
 		}
 	}
-	return w
 }
 
 // refuse returns the error of a request whose slot is wait away, beyond
