@@ -97,5 +97,3 @@ func (r results) median(name, unit string) (float64, bool) {
 	return (vs[m-1] + vs[m]) / 2, true
 }
 
-// runs returns how many runs of the benchmark reported unit.
-func (r results) runs(name, unit string) int { return len(r[name][unit]) }

@@ -56,9 +56,6 @@ func Advance(s *Store, d time.Duration) { s.offset.Add(int64(d / time.Microsecon
 // moved by Advance, for tests that turn waits into instants.
 func Now(s *Store) time.Duration { return time.Duration(s.localMicros()) * time.Microsecond }
 
-// Process returns s's name for this process in the budgets it shares.
-func Process(s *Store) string { return s.proc }
-
 // Member returns the name under which s recorded reservation id of the
 // budget key in Redis ("" when s holds none).
 func Member(s *Store, key string, id uint64) string {

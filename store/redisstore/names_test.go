@@ -13,15 +13,6 @@ import (
 	"github.com/k8sratelimit/k8sratelimit/store/redisstore"
 )
 
-// serverMicros returns the Redis server's time in µs, as the scripts read
-// it.
-func serverMicros(t *testing.T, client *redis.Client) float64 {
-	t.Helper()
-	now, err := client.Time(context.Background()).Result()
-	require.NoError(t, err)
-	return float64(now.UnixMicro())
-}
-
 func TestRedisEntriesAtOneInstantSortInTheOrderReserved(t *testing.T) {
 	client, s := startStore(t)
 	ctx := context.Background()
