@@ -43,18 +43,6 @@ local rank
 -- written, for the same reason.
 local ring, loaded, none = {}, false, {}
 
--- The tables lua/sent.lua fills on every call, kept from call to call for
--- the same reason, and emptied by cleared: the sends' names, the instants
--- their requests left, its reply, the entries leaving W and the instants
--- going into the ring.
-local sentNames, sentLefts, sentOut, sentGone, sentAts = {}, {}, {}, {}, {}
-
--- cleared empties the array t and returns it.
-local function cleared(t)
-  for i = #t, 1, -1 do t[i] = nil end
-  return t
-end
-
 -- The functions the scripts use most, kept as locals: a library's global
 -- is looked up in two tables on every use. The first call's begin sets
 -- them: a library's code cannot reach them while it loads.

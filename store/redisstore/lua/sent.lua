@@ -21,7 +21,7 @@ local limit = ring.limit
 if limit == 0 then limit = hnum('limit') end
 
 -- The entries' scores, read at once; no entry is named twice.
-local names, out = cleared(sentNames), cleared(sentOut)
+local names, out = {}, {}
 for i = 4, #ARGV - 1, 2 do
   names[#names + 1] = ARGV[i]
   out[#out + 1] = 0
@@ -37,7 +37,7 @@ if #names > 0 then scores = call('ZMSCORE', W, unpack(names)) end
 -- read, before any has moved), none does, and W gains no such entry
 -- meanwhile unless sends move within it. (Written out rather than as
 -- local functions, which every call would make anew.)
-local lefts, early = cleared(sentLefts), nil
+local lefts, early = {}, nil
 for k = 1, #names do
   local at, s = now + tonum(ARGV[3 + 2 * k]), scores[k]
   lefts[k] = at
@@ -51,7 +51,7 @@ local clear = true
 if early then
   clear = #call('ZRANGEBYSCORE', W, num(early + span), '+inf', 'LIMIT', 0, 1) == 0
 end
-local gone, ats = cleared(sentGone), cleared(sentAts)
+local gone, ats = {}, {}
 local kept = false -- whether a code is below 0
 for k = 1, #names do
   local name, at, s, code = names[k], lefts[k], scores[k], out[k]
@@ -64,7 +64,7 @@ for k = 1, #names do
       if not clear then
         if #gone > 0 then
           call('ZREM', W, unpack(gone))
-          cleared(gone)
+          gone = {}
         end
         crowds = #call('ZRANGEBYSCORE', W, num(s + span), '+inf', 'LIMIT', 0, 1) > 0
       end
