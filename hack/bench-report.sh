@@ -29,9 +29,11 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 benchstat() { "$GO" run golang.org/x/perf/cmd/benchstat@latest "$@"; }
 # benchlines drops the log lines a benchmark writes (klog's, as client-go
-# logs) and joins a result split by them: "BenchmarkX-2 <log lines> N ...".
+# logs) and joins a result split by them: "BenchmarkX-2 <log lines> N ...",
+# the first log line on the name's line or on its own.
 benchlines() {
 	awk '/^[IWEF][0-9][0-9][0-9][0-9] [0-9][0-9]:/ { next }
+		/^Benchmark[^ \t]*[ \t]+[IWEF][0-9][0-9][0-9][0-9] [0-9][0-9]:/ { match($0, /^Benchmark[^ \t]*[ \t]+/); pending = substr($0, 1, RLENGTH); next }
 		/^Benchmark[^ \t]*[ \t]*$/ { pending = $0; next }
 		pending != "" && /^[ \t]+[0-9]+[ \t]/ { print pending $0; pending = ""; next }
 		{ if (pending != "") print pending; pending = ""; print }
