@@ -11,14 +11,17 @@ import (
 // the budget would take those slots again 100ms too soon. So a `window`
 // script that lets a request go records its send lag later than it runs
 // (lua/reserve_window.lua, lua/confirm.lua): no sooner than the request
-// can leave, as the reply takes at most a round trip. A lag longer than
-// the reply's only ever delays the others; round trips below lagFloor,
-// those of a healthy link, add nothing.
-const lagFloor = 5 * time.Millisecond
+// can leave, as the reply takes at most a round trip. The record is only
+// as right as the lag is: a send recorded later than it left can crowd a
+// window that ends before the record, as one recorded earlier crowds one
+// that starts after it. So only a link slow on every call of late counts:
+// round trips below lagFloor, those of a healthy or a busy link, add
+// nothing.
+const lagFloor = 20 * time.Millisecond
 
 // lagCalls is how many of the latest round trips the lag is the least
 // of: a slow link makes every one slow, a busy moment only some.
-const lagCalls = 4
+const lagCalls = 8
 
 // roundTrips holds the latest round trips to Redis, µs.
 type roundTrips struct {
