@@ -81,7 +81,6 @@ type Store struct {
 	seq     atomic.Uint64
 	offset  atomic.Int64 // µs added to the server's time, by tests only (export_test.go)
 	skew    atomic.Int64 // µs from localMicros to the server's time
-	trips   roundTrips   // the latest round trips to Redis (see lag.go)
 	budgets sync.Map     // string -> *redisBudget
 
 	down      atomic.Bool
@@ -375,11 +374,7 @@ func (s *Store) call(ctx context.Context, sc *script, b *redisBudget, args []any
 	bound, short := s.callBound(ctx)
 	cctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
-	start := time.Now()
 	v, err := s.runKeys(cctx, s.client, sc, b.keys, b.keyArgs, args).Result()
-	if err == nil {
-		s.trips.note(time.Since(start))
-	}
 	if err != nil && short && ctx.Err() == nil && timedOut(err) {
 		return v, &cutShortError{err: err}
 	}
@@ -466,7 +461,7 @@ func (s *Store) reserve(ctx context.Context, b *redisBudget, p store.Policy, r s
 	case r.Deferred:
 		atOnce = 2
 	}
-	args := s.argsAt(p, here, offset, 2, limitN, maxWait, jitter, heldN, aheadN, last, int64(first), est, estMark, atOnce, released, s.trips.lag())
+	args := s.argsAt(p, here, offset, 2, limitN, maxWait, jitter, heldN, aheadN, last, int64(first), est, estMark, atOnce, released)
 	member := s.member(order)
 	args = append(args, member)
 	if len(held) > 0 {
@@ -488,7 +483,7 @@ type doubles struct {
 
 // maxDoubles bounds the numbers of one argument: those every script
 // takes and a reservation's.
-const maxDoubles = 17
+const maxDoubles = 16
 
 // packed returns xs as doubles.
 func packed(xs ...int64) *doubles {
@@ -777,7 +772,7 @@ func (s *Store) confirmInRedis(ctx context.Context, b *redisBudget, p store.Poli
 		// the count.
 		args = s.argsAt(p, hereNot, s.offsetAt(leftAt), 5)
 	}
-	args = append(args, rec.member, max(p.Limit, 1), b2i(holding), rec.at, rec.mark, s.trips.lag())
+	args = append(args, rec.member, max(p.Limit, 1), b2i(holding), rec.at, rec.mark)
 	v, err := s.call(ctx, scriptConfirm, b, args)
 	if err != nil {
 		return 0, nil, err

@@ -1,8 +1,7 @@
 -- Confirm a waiting reservation when its waiter wakes. ARGV[3] member,
 -- [4] limit, [5] 1 when this process holds requests in-process (see
 -- reserve_window.lua), [6] when it was recorded (µs), [7] linear: the
--- theoretical arrival time after it, [8] how late (µs) a request of this
--- process leaves after the script decides (see lag.go). Returns the µs left until its slot
+-- theoretical arrival time after it. Returns the µs left until its slot
 -- (0: send now), or -1 when the budget no longer holds it; a late send of
 -- a window (below) returns, when [5] is 1, a table of that number and the
 -- instants of the L latest entries, in order, so that the process moves
@@ -51,7 +50,7 @@ if not windowed then
 end
 
 -- A waiter that woke late: the window must hold on the instant it leaves.
--- That is at, when the reply reaches its process (or the cooldown's end), unless requests already sent out of order (later
+-- That is now (or the cooldown's end), unless requests already sent out of order (later
 -- reservations whose waiters confirmed first) leave no room until later:
 -- then it waits on, its entry moved there. A send is kept under a name no
 -- Confirm or Release matches. The reservations after it that are due but
@@ -61,24 +60,23 @@ end
 -- The ring's sends (see hot.lua) are sends too: those up to now leave
 -- before it, or are sends after it (those later than its slot).
 ringLoad()
-local at = now + tonum(ARGV[8])
 local old = call('ZRANK', W, member)
 local leaving = {}
 if old > 0 then
   local e = call('ZRANGE', W, max(old - limit, 0), old - 1, 'WITHSCORES')
   for i = 2, #e, 2 do leaving[#leaving + 1] = tonum(e[i]) end
 end
-local after = call('ZRANGEBYSCORE', W, num(s), num(at), 'WITHSCORES')
+local after = call('ZRANGEBYSCORE', W, num(s), num(now), 'WITHSCORES')
 for i = 1, #after, 2 do
   local at = tonum(after[i + 1])
   if isSent(after[i]) and (at > s or after[i] > member) then leaving[#leaving + 1] = at end
 end
-local later = 0 -- the ring's sends later than at
+local later = 0 -- the ring's sends later than now
 for _, x in ipairs(ringAfter(s)) do
-  if x > at then later = later + 1 end
+  if x > now then later = later + 1 end
 end
 table.sort(leaving, function(x, y) return x > y end)
-local t = max(at, hnum('cd'))
+local t = max(now, hnum('cd'))
 local lth = lthOf(leaving, limit, later)
 if lth then t = max(t, lth + span) end
 -- The entries this moves to an instant sort there, as the memory store
@@ -110,12 +108,12 @@ local function move(m, at)
   return name
 end
 local was = member
-if t > at then
+if t > now then
   member = move(member, t)
 else
   call('ZREM', W, member)
   forget(member)
-  ringAdd(at, limit)
+  ringAdd(now, limit)
   call('HSET', M, ringFields())
 end
 local due = call('ZRANGEBYSCORE', W, num(s), '(' .. num(t), 'WITHSCORES')
@@ -129,7 +127,7 @@ end
 -- its slot (those at its slot sort before it, as sends).
 local tail = ringAfter(s)
 local n = call('ZCARD', W) + #tail
-if n <= old + limit then return confirmed(t, at, member, limit) end
+if n <= old + limit then return confirmed(t, member, limit) end
 local e = call('ZRANGE', W, old, -1, 'WITHSCORES')
 local list = {}
 for i = 1, #e, 2 do list[#list + 1] = {name = e[i], at = tonum(e[i + 1]), sent = isSent(e[i]), i = i} end
@@ -152,4 +150,4 @@ for j = 1 + limit, #list do
     end
   end
 end
-return confirmed(t, at, member, limit)
+return confirmed(t, member, limit)

@@ -560,11 +560,11 @@ local function base36(n, width)
   return out
 end
 
--- confirmed returns a late confirm's reply for member, which leaves at t,
--- its process's reply reaching it at (see confirm.lua).
-local function confirmed(t, at, member, limit)
+-- confirmed returns a late confirm's reply for member, which leaves at t
+-- (see confirm.lua).
+local function confirmed(t, member, limit)
   local left = 0
-  if t > at then left = tonum(call('ZSCORE', W, member)) - at end
+  if t > now then left = tonum(call('ZSCORE', W, member)) - now end
   if ARGV[5] ~= '1' then return left end
   local out = {left}
   local xs = unionLatest(call('ZREVRANGE', W, 0, limit - 1, 'WITHSCORES'), limit)

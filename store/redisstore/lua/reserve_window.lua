@@ -9,9 +9,7 @@
 -- sent without a Confirm, 2 when it is kept
 -- to be confirmed by Sent (store.Request.Deferred), 0 for a held request
 -- being recorded, whose waiter confirms, and 1 when that held request was
--- released (its slot is recorded as released); then how late (µs) a
--- request of this process leaves after the script decides (see lag.go).
--- [3] the reservation's
+-- released (its slot is recorded as released). [3] the reservation's
 -- member, [4] (when requests are held) the j-th to the min(held, L)-th
 -- latest slots of the held requests, latest first, separated by spaces.
 -- Returns (see answer in hot.lua) the status, the wait (µs), whether a
@@ -20,7 +18,7 @@
 -- status 0 refused, 1 recorded, 2 to be held in-process (nothing
 -- recorded). The name is
 -- the member's unless it claimed a released slot (see hot.lua).
-local limit, maxwait, jit, held, horizon, heldFloor, heldFirst, est, estBase, atOnce, released, lag = sunpack('>dddddddddddd', ARGV[1], 41)
+local limit, maxwait, jit, held, horizon, heldFloor, heldFirst, est, estBase, atOnce, released = sunpack('>ddddddddddd', ARGV[1], 41)
 local member = ARGV[3]
 -- A request admitted at once is recorded as a send (see sendName), but a
 -- held request being recorded, whose waiter confirms.
@@ -140,10 +138,7 @@ end
 if wait > maxwait then return answer(0, wait, cooling, base, procs, base, member) end
 if wait > 0 and (held > 0 or wait > horizon) then return answer(2, wait, cooling, base, procs, base, member) end
 if wait <= 0 and atOnce == 1 then
-  -- Sent when the reply reaches the process: no sooner than lag from now,
-  -- where the window has room for it too (nothing is reserved ahead of
-  -- a request admitted at once).
-  ringAdd(slot + lag, limit)
+  ringAdd(slot, limit)
   ring.last = base
   call('HSET', M, ringFields())
   return answer(1, wait, cooling, base, procs, base, member)

@@ -12,8 +12,9 @@ if strategy == 'window' then
   waiting = waiting - call('ZCOUNT', F, '(' .. num(now), '+inf')
   used = call('ZCOUNT', W, '(' .. num(now - length), num(now))
   ringLoad()
-  -- (Sends recorded ahead, where a slow link's requests leave, count.)
-  used = used + #ringAfter(now - length)
+  for _, x in ipairs(ringAfter(now - length)) do
+    if x <= now then used = used + 1 end
+  end
 end
 local seatLimit, inUse = 0, 0
 for _, p in ipairs(call('ZRANGEBYSCORE', P, '(' .. num(now), '+inf')) do
