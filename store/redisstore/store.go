@@ -700,8 +700,7 @@ func (s *Store) confirm(ctx context.Context, b *redisBudget, id uint64, leftAt i
 	}
 	b.mu.Lock()
 	if s.down.Load() {
-		// Redis failed while this caller waited for b.mu, which a
-		// promotion of held requests holds across its call.
+		// Redis failed while a promotion of held requests held b.mu.
 		b.mu.Unlock()
 		return s.confirmDuringOutage(b, id)
 	}
