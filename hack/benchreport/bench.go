@@ -96,4 +96,3 @@ func (r results) median(name, unit string) (float64, bool) {
 	}
 	return (vs[m-1] + vs[m]) / 2, true
 }
-
