@@ -154,19 +154,27 @@ func (m *Store) Confirm(_ context.Context, key string, id uint64) (time.Duration
 	if slot > now {
 		return time.Duration(slot - now), nil
 	}
-	delete(b.pending, id)
-	if slot == now && b.cd <= now {
-		b.sched.sent(id, slot)
-		return 0, nil
-	}
-	// Late, or on time but held back by a cooldown set at its very slot
-	// (which moved only the slots still ahead).
-	at := b.sched.sendLate(id, slot, now, b.cd, func(id uint64, at int64) { b.pending[id] = at })
-	if at > now {
+	if at := b.leaveLocked(id, slot, now); at > now {
 		b.pending[id] = at
 		return time.Duration(at - now), nil
 	}
 	return 0, nil
+}
+
+// leaveLocked records that the request of reservation id, reserved at
+// slot, leaves at now, no earlier than slot, and returns when the window
+// lets it: now, unless it came late and requests sent out of order, or a
+// cooldown, leave no room until later (see window.sendLate). b.mu must be
+// held.
+func (b *budget) leaveLocked(id uint64, slot, now int64) int64 {
+	delete(b.pending, id)
+	if slot == now && b.cd <= now {
+		b.sched.sent(id, slot)
+		return now
+	}
+	// Late, or on time but held back by a cooldown set at its very slot
+	// (which moved only the slots still ahead).
+	return b.sched.sendLate(id, slot, now, b.cd, func(id uint64, at int64) { b.pending[id] = at })
 }
 
 // Sent implements store.Sender: the request of the reservation id,
@@ -181,17 +189,9 @@ func (m *Store) Sent(key string, id uint64) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	now := m.now()
-	slot, ok := b.pending[id]
-	if !ok {
-		return
+	if slot, ok := b.pending[id]; ok {
+		b.leaveLocked(id, slot, max(m.now(), slot))
 	}
-	delete(b.pending, id)
-	if slot >= now && b.cd <= now {
-		b.sched.sent(id, slot)
-		return
-	}
-	b.sched.sendLate(id, slot, now, b.cd, func(id uint64, at int64) { b.pending[id] = at })
 }
 
 // Release implements store.Store.
