@@ -70,3 +70,25 @@ func TestRedisFlappingLinkAtTheWire(t *testing.T) {
 	assert.NotEmpty(t, children[1].events, "the far child saw its link drop")
 	wireWithin(t, "at the server, both children", arrivalsOf(api, "near", "far"), 2*chaosLimit)
 }
+
+// TestRedisSlowLinkAtTheWire: one process's replies from Redis come
+// 100ms late, and nothing else goes wrong: no outage, so the two
+// processes share one exact budget, also at the server, where the slow
+// one's requests arrive a reply's delay after Redis decided them.
+func TestRedisSlowLinkAtTheWire(t *testing.T) {
+	api := apisim.New()
+	t.Cleanup(api.Close)
+	api.SetCapacity(64, 0, 20*time.Millisecond)
+	proxy, children := linkChildren(t, api, "local", 10, 10)
+	hold(time.Second)
+	proxy.SetDelay(100 * time.Millisecond)
+	hold(8 * time.Second)
+	for _, c := range children {
+		c.stop(t)
+	}
+	nothingLeft(t, children...)
+	for _, c := range children {
+		assert.Empty(t, c.events, "child %s: no outage", c.Name)
+	}
+	wireWithin(t, "at the server, both children", arrivalsOf(api, "near", "far"), chaosLimit)
+}

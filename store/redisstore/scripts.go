@@ -28,6 +28,8 @@ var (
 	luaRelease string
 	//go:embed lua/sent.lua
 	luaSent string
+	//go:embed lua/lag.lua
+	luaLag string
 	//go:embed lua/cooldown.lua
 	luaCooldown string
 	//go:embed lua/status.lua
@@ -64,6 +66,7 @@ var (
 	scriptConfirm       = &script{name: "confirm", body: luaConfirm}
 	scriptRelease       = &script{name: "release", body: luaRelease}
 	scriptSent          = &script{name: "sent", body: luaSent}
+	scriptLag           = &script{name: "lag", body: luaLag}
 )
 
 // The scripts off a request's path. The two of the shared concurrency
@@ -86,7 +89,7 @@ var (
 // beside the others', and processes of different versions share a
 // budget during a rolling upgrade.
 var library, libraryName = buildLibrary(scriptReserveWindow, scriptReserveLinear, scriptConfirm, scriptRelease,
-	scriptSent, scriptUpkeep, scriptCooldown, scriptStatus, scriptLeave, scriptLearn)
+	scriptSent, scriptLag, scriptUpkeep, scriptCooldown, scriptStatus, scriptLeave, scriptLearn)
 
 // libraryPrefix starts the names of the store's libraries, of every
 // version.

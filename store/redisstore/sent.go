@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -26,6 +27,7 @@ type sentSend struct {
 
 	rec   record // its record, when batch
 	batch bool   // kept as a send at its slot: recorded in a batch
+	from  int64  // not 0: let go after a slow round trip, and recorded no earlier than this, µs of the server's clock (see lag.go)
 }
 
 // sentQueue holds the sends to record, for one goroutine to run.
@@ -114,8 +116,9 @@ func (s *Store) sentGather() time.Duration {
 }
 
 // flushSent records every queued send: those admitted at once and kept
-// as sends at their slots in one script per budget and batch, the others
-// (held back since, or decided in-process) one by one.
+// as sends at their slots, and those let go after slow round trips (see
+// lag.go), in one script per budget and batch; the others (held back
+// since, or decided in-process) one by one.
 func (s *Store) flushSent() {
 	q := &s.sentQ
 	q.flushing.Lock()
@@ -126,8 +129,13 @@ func (s *Store) flushSent() {
 	q.mu.Unlock()
 	ctx := context.Background()
 	batches := map[*redisBudget][]sentSend{}
+	lags := map[*redisBudget][]sentSend{}
 	var single []sentSend
 	for _, x := range sends {
+		if x.from != 0 {
+			lags[x.b] = append(lags[x.b], x)
+			continue
+		}
 		x.rec, x.batch = x.b.atOnce(x.id)
 		if x.batch {
 			batches[x.b] = append(batches[x.b], x)
@@ -146,14 +154,15 @@ func (s *Store) flushSent() {
 			<-sem
 		})
 	}
-	for _, xs := range batches {
-		for len(xs) > 0 {
-			n := min(len(xs), sentBatch)
-			batch := xs[:n]
-			xs = xs[n:]
-			run(func() { s.recordBatch(ctx, batch) })
+	inBatches := func(by map[*redisBudget][]sentSend, record func(context.Context, []sentSend)) {
+		for _, xs := range by {
+			for batch := range slices.Chunk(xs, sentBatch) {
+				run(func() { record(ctx, batch) })
+			}
 		}
 	}
+	inBatches(batches, s.recordBatch)
+	inBatches(lags, s.recordLags)
 	for _, x := range single {
 		run(func() { s.recordSent(ctx, x) })
 	}
@@ -185,9 +194,7 @@ func (b *redisBudget) atOnce(id uint64) (record, bool) {
 // move there are recorded one by one.
 func (s *Store) recordBatch(ctx context.Context, xs []sentSend) {
 	b := xs[0].b
-	b.mu.Lock()
-	p := b.policy
-	b.mu.Unlock()
+	p := b.currentPolicy()
 	offset := s.offset.Load()
 	args := s.argsAt(p, hereNot, offset, 1+2*len(xs))
 	args = append(args, "0")
@@ -244,12 +251,16 @@ func (s *Store) confirmAtOnce(ctx context.Context, b *redisBudget, id uint64, re
 	} else {
 		asks = "1"
 	}
-	v, err := s.call(ctx, scriptSent, b, append(args, asks, rec.member, at))
+	v, replied, trip, err := s.timedCall(ctx, scriptSent, b, append(args, asks, rec.member, at))
 	codes, err := sentCodes(v, err, 1)
 	if err != nil {
 		return false, err
 	}
-	return s.sentAtOnce(b, id, rec, p, leftAt, sentCode(codes, 0))
+	done, err = s.sentAtOnce(b, id, rec, p, leftAt, sentCode(codes, 0))
+	if done && err == nil && leftAt == 0 {
+		s.sentAfterTrip(b, p, replied, trip, b.recordedFrom(replied-trip)) // its waiter leaves now
+	}
+	return done, err
 }
 
 // sentCodes checks sent.lua's reply v for n sends, or returns the call's

@@ -224,6 +224,7 @@ type redisBudget struct {
 	report   atomic.Pointer[func() (limit, inUse int)] // seats report, see ReportSeats
 	reported atomic.Pointer[string]                    // the report last written
 	lastUsed atomic.Int64                              // localMicros of the last Reserve
+	skew     atomic.Int64                              // µs from localMicros to its server's time, or less (see recordedFrom)
 	lastHere atomic.Int64                              // localMicros this process last refreshed its presence
 	born     int64                                     // localMicros this process first used it
 
@@ -390,6 +391,8 @@ type reply struct {
 	mark    int64 // window: the slot before jitter; linear: the theoretical arrival time after it; µs
 	base    int64 // the slot before jitter, µs
 	member  string
+	replied int64 // when the reply arrived, µs of the local clock
+	trip    int64 // how long the round trip took, µs
 }
 
 // record is a deferred reservation recorded in Redis, as the confirm
@@ -537,7 +540,7 @@ func decodeReply(v any) (rep reply, procs, rank int64, err error) {
 // reserveReply runs reserve script sc with args, whose presence flag is
 // here, for the reservation named member, and reads its reply.
 func (s *Store) reserveReply(ctx context.Context, b *redisBudget, sc *script, args []any, member string, here int64) (reply, error) {
-	v, err := s.call(ctx, sc, b, args)
+	v, replied, trip, err := s.timedCall(ctx, sc, b, args)
 	if err != nil {
 		return reply{}, err
 	}
@@ -545,6 +548,7 @@ func (s *Store) reserveReply(ctx context.Context, b *redisBudget, sc *script, ar
 	if err != nil {
 		return reply{}, err
 	}
+	rep.replied, rep.trip = replied, trip
 	if procs >= 0 {
 		s.counted(b, procs, rank)
 	}
@@ -552,6 +556,7 @@ func (s *Store) reserveReply(ctx context.Context, b *redisBudget, sc *script, ar
 		b.lastHere.Store(s.localMicros()) // the script refreshed the presence
 	}
 	s.skew.Store(rep.now - s.localMicros())
+	b.skew.Store(rep.now - rep.replied)
 	return rep, nil
 }
 
@@ -632,6 +637,7 @@ func (s *Store) answerLocked(b *redisBudget, id uint64, r store.Request, rep rep
 		b.outstanding[id] = rec
 	case rep.wait == 0:
 		s.sent(b, b.policy)
+		s.sentAfterTrip(b, b.policy, rep.replied, rep.trip, rep.now)
 	case rep.status == toHold:
 		res.ID = id
 		s.holdLocked(b, id, r, rep)
@@ -772,7 +778,7 @@ func (s *Store) confirmInRedis(ctx context.Context, b *redisBudget, p store.Poli
 		args = s.argsAt(p, hereNot, s.offsetAt(leftAt), 5)
 	}
 	args = append(args, rec.member, max(p.Limit, 1), b2i(holding), rec.at, rec.mark)
-	v, err := s.call(ctx, scriptConfirm, b, args)
+	v, replied, trip, err := s.timedCall(ctx, scriptConfirm, b, args)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -783,6 +789,9 @@ func (s *Store) confirmInRedis(ctx context.Context, b *redisBudget, p store.Poli
 	}
 	if !ok {
 		return 0, nil, fmt.Errorf("store: unexpected reply %v", v)
+	}
+	if left == 0 && leftAt == 0 {
+		s.sentAfterTrip(b, p, replied, trip, b.recordedFrom(replied-trip)) // its waiter leaves now
 	}
 	var tail []int64
 	if len(a) > 1 {
@@ -819,6 +828,7 @@ func (s *Store) confirmed(ctx context.Context, b *redisBudget, p store.Policy, i
 		if rep.wait == 0 {
 			delete(b.outstanding, id)
 			s.sent(b, p)
+			s.sentAfterTrip(b, p, rep.replied, rep.trip, rep.now)
 		} else {
 			b.outstanding[id] = rep.record()
 		}
