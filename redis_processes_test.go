@@ -315,6 +315,27 @@ func TestRedisProcessesShareOneExactBudget(t *testing.T) {
 		len(skews), total, elapsed.Round(time.Millisecond), ideal, apisim.MostInWindow(all, time.Second), spans(by, all[0]))
 }
 
+// TestRedisProcessesShareASmallBudget: two processes share 3 requests a
+// second, where one request late or early is a third of the budget: at
+// the server, no rolling second holds more than 3.
+func TestRedisProcessesShareASmallBudget(t *testing.T) {
+	srv := redistest.Start(t)
+	api := apisim.New()
+	t.Cleanup(api.Close)
+	const limit, requests, workers = 3, 15, 3
+	env := sharedEnv(srv.URL(), limit, "second")
+	var children []*child
+	for _, name := range []string{"a", "b"} {
+		children = append(children, startChild(t, name, api.URL, env, requests, workers, 0))
+	}
+	total := 0
+	for _, c := range children {
+		total += c.wait(t)
+	}
+	require.Equal(t, requests*len(children), total, "every request is served")
+	wireHolds(t, "at the server", arrivalsAt(api), limit, time.Second)
+}
+
 // spans describes, for each child, when its first and last requests
 // arrived, from t0.
 func spans(by map[string][]time.Time, t0 time.Time) string {
