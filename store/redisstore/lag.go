@@ -53,6 +53,16 @@ func (s *Store) sentAfterTrip(b *redisBudget, p store.Policy, replied, trip, fro
 	s.queueSent(sentSend{b: b, at: replied, from: from})
 }
 
+// sentAtOnceAfterTrip is sentAfterTrip for a reserve's reply rep that
+// let its request go at once. A request that claimed a freed slot is
+// recorded among the entries of W, not in the ring, which the move does
+// not search: it stays where it was recorded.
+func (s *Store) sentAtOnceAfterTrip(b *redisBudget, p store.Policy, rep reply) {
+	if !rep.record().keptAsSend() {
+		s.sentAfterTrip(b, p, rep.replied, rep.trip, rep.now)
+	}
+}
+
 // recordedFrom returns the server's time at µs at of the local clock, or
 // earlier: from the skew a reply of b's server last measured, whose
 // decision came before the reply, so never ahead.

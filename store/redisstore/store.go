@@ -637,7 +637,7 @@ func (s *Store) answerLocked(b *redisBudget, id uint64, r store.Request, rep rep
 		b.outstanding[id] = rec
 	case rep.wait == 0:
 		s.sent(b, b.policy)
-		s.sentAfterTrip(b, b.policy, rep.replied, rep.trip, rep.now)
+		s.sentAtOnceAfterTrip(b, b.policy, rep)
 	case rep.status == toHold:
 		res.ID = id
 		s.holdLocked(b, id, r, rep)
@@ -828,7 +828,7 @@ func (s *Store) confirmed(ctx context.Context, b *redisBudget, p store.Policy, i
 		if rep.wait == 0 {
 			delete(b.outstanding, id)
 			s.sent(b, p)
-			s.sentAfterTrip(b, p, rep.replied, rep.trip, rep.now)
+			s.sentAtOnceAfterTrip(b, p, rep)
 		} else {
 			b.outstanding[id] = rep.record()
 		}
