@@ -142,6 +142,9 @@ func (c *control) throttled(seq uint64, peers, running, processes int, now time.
 	}
 	c.forgive(drew, now)
 	limit, ceiling := c.cutTo(peers, running)
+	// Served with n in flight and throttled with n+1: the ceiling is the
+	// seats, and a quick probe would only draw a throttle more.
+	exact := c.servedPeak > 0 && peers == c.servedPeak+1 && ceiling == float64(c.servedPeak)
 	c.limit = max(limit, c.floor(processes), c.held)
 	ceiling = max(ceiling, c.held)
 	if !c.agreed && processes > 1 {
@@ -152,7 +155,7 @@ func (c *control) throttled(seq uint64, peers, running, processes int, now time.
 	c.agreed = true
 	c.ceiling = max(ceiling, c.limit)
 	probeAfter := quickProbe
-	if c.probeFailed {
+	if c.probeFailed || exact {
 		probeAfter = c.probeEvery
 	}
 	c.resetAfterCut(now.Add(probeAfter))
