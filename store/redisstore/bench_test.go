@@ -385,3 +385,46 @@ func benchClient(b *testing.B, srv *redistest.Server) *redis.Client {
 	b.Cleanup(func() { _ = c.Close() })
 	return c
 }
+
+// BenchmarkRedisMemoryQueue measures what a deep queue costs Redis: one
+// budget at 400 per minute, full, with 2,000 requests waiting (five
+// timespans' worth). Redis records the reservations of one timespan; the
+// rest wait in-process (held requests). B/recorded is what each recorded
+// reservation costs Redis, which every waiting request would cost were
+// they all recorded.
+func BenchmarkRedisMemoryQueue(b *testing.B) {
+	const waiting = 2000
+	srv := redistest.Start(b)
+	ctx := context.Background()
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 1})
+	defer client.Close()
+	p := benchref.DefaultPolicy
+	var queue, perRecorded, recorded float64
+	for b.Loop() {
+		if err := client.FlushAll(ctx).Err(); err != nil {
+			b.Fatal(err)
+		}
+		s := redisstore.New(client, redisstore.Options{Failure: store.FailureClosed})
+		for range p.Limit {
+			if res, err := s.Reserve(ctx, "queue", p, store.Request{}); err != nil || res.Wait != 0 {
+				b.Fatalf("Reserve = %+v, %v; want admitted at once", res, err)
+			}
+		}
+		full := redisUsedMemory(b, client)
+		before := client.ZCard(ctx, redisstore.RedisKeys("queue")[0]).Val()
+		for range waiting {
+			if res, err := s.Reserve(ctx, "queue", p, store.Request{MaxWait: store.NoMaxWait}); err != nil || res.Wait == 0 {
+				b.Fatalf("Reserve = %+v, %v; want a wait", res, err)
+			}
+		}
+		queue = float64(redisUsedMemory(b, client) - full)
+		recorded = float64(client.ZCard(ctx, redisstore.RedisKeys("queue")[0]).Val() - before)
+		perRecorded = queue / max(recorded, 1)
+		if err := s.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(queue, "B/queue")
+	b.ReportMetric(recorded, "recorded")
+	b.ReportMetric(perRecorded, "B/recorded")
+}
