@@ -33,6 +33,7 @@ type control struct {
 	step        float64   // what the next rise adds
 	raised      time.Time // the last rise; zero after a cut
 	probeFailed bool      // a rise drew a throttle: no more quick probes
+	quickTop    float64   // the seats the last throttle here implies: quick probes go no higher
 	held        float64   // the ceiling that held for probeEvery (0: none)
 	heldHit     time.Time // the last throttle at held, forgiven
 	quickSeq    uint64    // the request whose answer may make a quick probe (0: none yet)
@@ -54,7 +55,7 @@ func newControl(c Concurrency, now time.Time) control {
 	}
 	return control{
 		adaptive: true, limit: min(InitialConcurrency, top), max: top, ssthresh: math.Inf(1),
-		ceiling: top, probeAt: now, probeEvery: minProbeEvery, step: 1,
+		ceiling: top, probeAt: now, probeEvery: minProbeEvery, step: 1, quickTop: math.Inf(1),
 	}
 }
 
@@ -121,8 +122,11 @@ func (c *control) raise(now time.Time) {
 	}
 	c.held, c.ceiling = c.ceiling, min(c.ceiling+c.step, c.max)
 	c.raised, c.probeAt, c.quickSeq = now, now, 0
-	if c.probeFailed {
+	switch {
+	case c.probeFailed:
 		c.probeAt = now.Add(c.probeEvery)
+	case c.ceiling >= c.quickTop: // quick probes stop there
+		c.probeAt, c.quickTop = now.Add(c.probeEvery), math.Inf(1)
 	}
 }
 
@@ -142,9 +146,14 @@ func (c *control) throttled(seq uint64, peers, running, processes int, now time.
 	}
 	c.forgive(drew, now)
 	limit, ceiling := c.cutTo(peers, running)
-	// Served with n in flight and throttled with n+1: the ceiling is the
-	// seats, and a quick probe would only draw a throttle more.
-	exact := c.servedPeak > 0 && peers == c.servedPeak+1 && ceiling == float64(c.servedPeak)
+	// The fewest seats a throttle after a served request allows: those the
+	// request was served with, and those in use when it came but its own.
+	// Quick probes look no further: a seat more would take the server
+	// holding two requests past their answers.
+	c.quickTop = math.Inf(1)
+	if c.servedPeak > 0 {
+		c.quickTop = float64(max(c.servedPeak, peers-1))
+	}
 	c.limit = max(limit, c.floor(processes), c.held)
 	ceiling = max(ceiling, c.held)
 	if !c.agreed && processes > 1 {
@@ -155,8 +164,11 @@ func (c *control) throttled(seq uint64, peers, running, processes int, now time.
 	c.agreed = true
 	c.ceiling = max(ceiling, c.limit)
 	probeAfter := quickProbe
-	if c.probeFailed || exact {
+	switch {
+	case c.probeFailed:
 		probeAfter = c.probeEvery
+	case c.ceiling >= c.quickTop: // at the seats it allows: probe as rarely as after a held rise
+		probeAfter, c.quickTop = c.probeEvery, math.Inf(1)
 	}
 	c.resetAfterCut(now.Add(probeAfter))
 	return store.SeatCut{Limit: int(c.limit), Ceiling: int(c.ceiling), ProbeAfter: probeAfter}, true
@@ -230,7 +242,7 @@ func (c *control) adopt(cut store.SeatCut, processes int, now time.Time) {
 		// Two processes throttled in one burst keep the lower ceiling.
 		ceiling = min(ceiling, c.ceiling)
 	}
-	c.agreed = true
+	c.agreed, c.quickTop = true, math.Inf(1)
 	c.ceiling = min(max(ceiling, c.limit), c.max)
 	c.probeEvery = min(max(cut.ProbeAfter, minProbeEvery), maxProbeEvery)
 	c.probeFailed = c.probeFailed || cut.ProbeAfter >= minProbeEvery // only quick probes come sooner

@@ -181,6 +181,27 @@ func TestControlQuickProbesGoASeatAtATime(t *testing.T) {
 	}
 }
 
+// A throttle that came with no more requests in flight than one was
+// served with says the server held one of them past its answer: quick
+// probes find the seats the request was served with, and look no
+// further until the probe interval.
+func TestControlQuickProbesStopAtTheSeatsAThrottleAllows(t *testing.T) {
+	c := newControl(Concurrency{Adaptive: true}, t0)
+	c.limit = 3
+	for range 10 {
+		c.good(c.seated(), 3, 3, t0) // served with 3 in flight
+	}
+	c.throttled(c.seated(), 3, 0, 1, t0)
+	require.Equal(t, 2, c.seats(), "the cut")
+	now := probeQuickly(&c, t0.Add(quickProbe))
+	assert.Equal(t, 3, c.seats(), "a quick probe finds the seats a request was served with")
+	probeQuickly(&c, now)
+	answerWell(&c, now.Add(minProbeEvery-time.Second), 100)
+	assert.Equal(t, 3, c.seats(), "no quick probe past them")
+	probeQuickly(&c, now.Add(minProbeEvery))
+	assert.Equal(t, 4, c.seats(), "a probe after the probe interval")
+}
+
 // probeQuickly gives c good answers, to requests sent with the limit in
 // use, until a quick probe is due and made: quickRounds rounds of the
 // ceiling at from, then, quickProbe later, enough for the ceiling to
