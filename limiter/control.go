@@ -122,12 +122,24 @@ func (c *control) raise(now time.Time) {
 	}
 	c.held, c.ceiling = c.ceiling, min(c.ceiling+c.step, c.max)
 	c.raised, c.probeAt, c.quickSeq = now, now, 0
-	switch {
-	case c.probeFailed:
+	if c.slowProbeNext() {
 		c.probeAt = now.Add(c.probeEvery)
-	case c.ceiling >= c.quickTop: // quick probes stop there
-		c.probeAt, c.quickTop = now.Add(c.probeEvery), math.Inf(1)
 	}
+}
+
+// slowProbeNext reports whether the next probe waits probeEvery rather
+// than coming quickly: once a probe has drawn a throttle, or once the
+// ceiling is at the seats the last throttle allows (quick probes stop
+// there, and the next rise that holds may be quick again).
+func (c *control) slowProbeNext() bool {
+	if c.probeFailed {
+		return true
+	}
+	if c.ceiling >= c.quickTop {
+		c.quickTop = math.Inf(1)
+		return true
+	}
+	return false
 }
 
 // throttled cuts the limit after a throttling answer to request seq, sent
@@ -164,11 +176,8 @@ func (c *control) throttled(seq uint64, peers, running, processes int, now time.
 	c.agreed = true
 	c.ceiling = max(ceiling, c.limit)
 	probeAfter := quickProbe
-	switch {
-	case c.probeFailed:
+	if c.slowProbeNext() {
 		probeAfter = c.probeEvery
-	case c.ceiling >= c.quickTop: // at the seats it allows: probe as rarely as after a held rise
-		probeAfter, c.quickTop = c.probeEvery, math.Inf(1)
 	}
 	c.resetAfterCut(now.Add(probeAfter))
 	return store.SeatCut{Limit: int(c.limit), Ceiling: int(c.ceiling), ProbeAfter: probeAfter}, true
