@@ -190,6 +190,22 @@ func sharedEnv(redisURL string, limit int, timespan string) []string {
 	}, childproc.RedisBudget(redisURL, "process-test")...)
 }
 
+// runChildren starts a child per name of skews, each with its clock off
+// by its skew, sending requests requests from workers goroutines to api,
+// waits for them all and returns them and how many requests they sent.
+func runChildren(t *testing.T, api *apisim.Server, env []string, skews map[string]time.Duration, requests, workers int) ([]*child, int) {
+	t.Helper()
+	var children []*child
+	for name, skew := range skews {
+		children = append(children, startChild(t, name, api.URL, env, requests, workers, skew))
+	}
+	total := 0
+	for _, c := range children {
+		total += c.wait(t)
+	}
+	return children, total
+}
+
 // startChild starts a child process named name that sends requests
 // requests from workers goroutines, its clock off by skew.
 func startChild(t *testing.T, name, api string, env []string, requests, workers int, skew time.Duration) *child {
@@ -274,14 +290,7 @@ func TestRedisProcessesShareOneExactBudget(t *testing.T) {
 	// Three processes, two of them with clocks seconds off: the budget is
 	// decided on the Redis server's clock alone.
 	skews := map[string]time.Duration{"a": 0, "b": 7 * time.Second, "c": -5 * time.Second}
-	var children []*child
-	for name, skew := range skews {
-		children = append(children, startChild(t, name, api.URL, env, requests, workers, skew))
-	}
-	total := 0
-	for _, c := range children {
-		total += c.wait(t)
-	}
+	children, total := runChildren(t, api, env, skews, requests, workers)
 	require.Equal(t, requests*len(skews), total, "every request is served")
 
 	var all []time.Time
@@ -324,14 +333,7 @@ func TestRedisProcessesShareASmallBudget(t *testing.T) {
 	t.Cleanup(api.Close)
 	const limit, requests, workers = 3, 15, 3
 	env := sharedEnv(srv.URL(), limit, "second")
-	var children []*child
-	for _, name := range []string{"a", "b"} {
-		children = append(children, startChild(t, name, api.URL, env, requests, workers, 0))
-	}
-	total := 0
-	for _, c := range children {
-		total += c.wait(t)
-	}
+	children, total := runChildren(t, api, env, map[string]time.Duration{"a": 0, "b": 0}, requests, workers)
 	require.Equal(t, requests*len(children), total, "every request is served")
 	wireHolds(t, "at the server", arrivalsAt(api), limit, time.Second)
 }
