@@ -91,6 +91,7 @@ var envVars = []envVar{
 	}},
 	concurrencyVars[0],
 	concurrencyVars[1],
+	concurrencyVars[2],
 }
 
 var timespans = map[string]time.Duration{

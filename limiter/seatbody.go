@@ -1,49 +1,105 @@
 package limiter
 
 import (
+	"bytes"
 	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
 )
 
-// holdUntilDone arranges for the seat to be given back when resp is
-// finished: at once for a watch (the server frees its seat once the watch
-// has started), a protocol switch or an empty body, else when the body is
-// read to its end or closed. The zero seat leaves resp as it is.
-func (st seat) holdUntilDone(resp *http.Response, watch bool, o outcome) *http.Response {
+// holdUntilDone arranges for the seats to be given back when resp is
+// finished: at once for a watch (the server frees its seats once the watch
+// has started), a protocol switch or an empty body; for a watch that asked
+// for its initial events, when the bookmark that ends them arrives; else
+// when the body is read to its end or closed. A list read to its end, and
+// the initial events of a watch-list, teach the budget what requests of
+// their kind weigh. The zero seat leaves resp as it is.
+func (st seat) holdUntilDone(resp *http.Response, use seatUse, o outcome) *http.Response {
 	if st.s == nil {
 		return resp
 	}
-	if watch || resp.Body == nil || resp.Body == http.NoBody || resp.StatusCode == http.StatusSwitchingProtocols {
+	ok := resp.StatusCode == http.StatusOK
+	if use.watch && !(use.watchList && ok) || resp.Body == nil || resp.Body == http.NoBody || resp.StatusCode == http.StatusSwitchingProtocols {
 		st.free(o)
 		return resp
 	}
-	resp.Body = &seatBody{rc: resp.Body, seat: st, outcome: o}
+	sb := &seatBody{rc: resp.Body, seat: st, outcome: o}
+	if ok {
+		sb.kind, sb.untilMark = use.kind, use.watchList
+	}
+	resp.Body = sb
 	return resp
 }
 
-// seatBody is a response body that gives back its request's seat when it
-// is read to its end (or fails) or closed, whichever comes first.
+// initialEventsEnd is the annotation of the bookmark that ends a
+// watch-list's initial events, the same bytes in JSON and in protobuf.
+var initialEventsEnd = []byte("k8s.io/initial-events-end")
+
+// seatBody is a response body that gives back its request's seats when it
+// is read to its end (or fails) or closed, whichever comes first, or, for
+// a watch-list, when its initial events end.
 type seatBody struct {
-	rc      io.ReadCloser
-	seat    seat
-	outcome outcome
-	done    atomic.Bool
+	rc        io.ReadCloser
+	seat      seat
+	outcome   outcome
+	kind      string // a list's kind, learned from its size; "" for none
+	untilMark bool   // a watch-list: its seats go back at initialEventsEnd
+	n         int64  // bytes read
+	tail      [24]byte
+	tailN     int // the last bytes read, up to len(initialEventsEnd)-1, for a mark across reads
+	done      atomic.Bool
 }
 
 func (sb *seatBody) Read(p []byte) (int, error) {
 	n, err := sb.rc.Read(p)
-	if err != nil {
+	if sb.done.Load() {
+		return n, err
+	}
+	sb.n += int64(n)
+	switch {
+	case sb.untilMark && sb.marked(p[:n]):
+		sb.learnAndFinish()
+	case err == io.EOF && !sb.untilMark:
+		sb.learnAndFinish()
+	case err != nil:
 		sb.finish()
 	}
 	return n, err
+}
+
+// marked reports whether the initial events end in p, or across the end
+// of what was read before and p.
+func (sb *seatBody) marked(p []byte) bool {
+	if bytes.Contains(p, initialEventsEnd) {
+		return true
+	}
+	var buf [2 * len(sb.tail)]byte
+	joined := append(append(buf[:0], sb.tail[:sb.tailN]...), p[:min(len(p), len(sb.tail))]...)
+	if bytes.Contains(joined, initialEventsEnd) {
+		return true
+	}
+	last := joined[max(len(joined)-len(sb.tail), 0):]
+	if len(p) >= len(sb.tail) {
+		last = p[len(p)-len(sb.tail):]
+	}
+	sb.tailN = copy(sb.tail[:], last)
+	return false
 }
 
 func (sb *seatBody) Close() error {
 	err := sb.rc.Close()
 	sb.finish()
 	return err
+}
+
+// learnAndFinish teaches the budget what a request of the body's kind
+// weighs, then gives back the seats.
+func (sb *seatBody) learnAndFinish() {
+	if sb.kind != "" && !sb.done.Load() {
+		sb.seat.s.learn(sb.kind, sb.n)
+	}
+	sb.finish()
 }
 
 func (sb *seatBody) finish() {

@@ -195,10 +195,11 @@ func TestSeatIsHeldUntilTheResponseIsFinished(t *testing.T) {
 	}
 }
 
+// A watch-list holds its seats longer: see
+// TestWatchListHoldsItsSeatsUntilItsInitialEventsEnd.
 func TestSeatOfAWatchIsFreedWhenItsHeadersArrive(t *testing.T) {
 	for _, path := range []string{
 		"/api/v1/pods?watch=true",
-		"/api/v1/pods?allowWatchBookmarks=true&sendInitialEvents=true&watch=1", // streaming list
 		"/api/v1/watch/pods",
 	} {
 		t.Run(path, func(t *testing.T) {
