@@ -28,24 +28,13 @@ const (
 
 // The variables of the concurrency limit.
 const (
-	EnvConcurrency     = "KUBERNETES_RATELIMIT_CONCURRENCY"
-	EnvConcurrencyMax  = "KUBERNETES_RATELIMIT_CONCURRENCY_MAX"
-	EnvConcurrencyCost = "KUBERNETES_RATELIMIT_CONCURRENCY_COST"
-)
-
-// The values of EnvConcurrencyCost.
-const (
-	// CostAPF weighs a list, and a watch that asks for its initial
-	// events, as API Priority and Fairness does. It is the default.
-	CostAPF = "apf"
-	// CostOne weighs every request one seat.
-	CostOne = "one"
+	EnvConcurrency    = "KUBERNETES_RATELIMIT_CONCURRENCY"
+	EnvConcurrencyMax = "KUBERNETES_RATELIMIT_CONCURRENCY_MAX"
 )
 
 var (
-	reasonConcurrency     = fmt.Sprintf("auto (learn it from the server's answers), off, or a fixed number of requests in flight from 1 to %d", MaxSeats)
-	reasonConcurrencyMax  = fmt.Sprintf("an integer from 1 to %d: the ceiling of %s=auto, only with auto", MaxSeats, EnvConcurrency)
-	reasonConcurrencyCost = fmt.Sprintf("%s (a list weighs the seats API Priority and Fairness charges for it) or %s (every request one seat)", CostAPF, CostOne)
+	reasonConcurrency    = fmt.Sprintf("auto (learn it from the server's answers), off, or a fixed number of requests in flight from 1 to %d", MaxSeats)
+	reasonConcurrencyMax = fmt.Sprintf("an integer from 1 to %d: the ceiling of %s=auto, only with auto", MaxSeats, EnvConcurrency)
 )
 
 // concurrencyVars are the rows of the configuration table for the
@@ -64,17 +53,6 @@ var concurrencyVars = []envVar{
 	}},
 	{EnvConcurrencyMax, func(c *Config, v string) error {
 		return parseInt(v, 1, MaxSeats, &c.MaxConcurrency, EnvConcurrencyMax, reasonConcurrencyMax)
-	}},
-	{EnvConcurrencyCost, func(c *Config, v string) error {
-		switch strings.ToLower(v) {
-		case CostAPF:
-			c.OneSeatEach = false
-		case CostOne:
-			c.OneSeatEach = true
-		default:
-			return invalid(EnvConcurrencyCost, v, reasonConcurrencyCost)
-		}
-		return nil
 	}},
 }
 
@@ -96,20 +74,13 @@ func (c Config) checkConcurrencyMax() error {
 	return nil
 }
 
-func (c Config) checkConcurrencyCost() error {
-	if c.OneSeatEach && c.Concurrency == ConcurrencyOff {
-		return invalid(EnvConcurrencyCost, CostOne, fmt.Sprintf("not accepted with %s=off", EnvConcurrency))
-	}
-	return nil
-}
-
 // concurrency returns the engine's concurrency limit of the configuration.
 func (c Config) concurrency() limiter.Concurrency {
 	switch {
 	case c.Concurrency == ConcurrencyAuto:
-		return limiter.Concurrency{Adaptive: true, Max: c.MaxConcurrency, OneSeatEach: c.OneSeatEach}
+		return limiter.Concurrency{Adaptive: true, Max: c.MaxConcurrency}
 	case c.Concurrency > 0:
-		return limiter.Concurrency{Fixed: c.Concurrency, OneSeatEach: c.OneSeatEach}
+		return limiter.Concurrency{Fixed: c.Concurrency}
 	default:
 		return limiter.Concurrency{}
 	}
@@ -126,20 +97,12 @@ func (c Config) describeConcurrency() [][2]string {
 		if top == 0 {
 			top = DefaultMaxConcurrency
 		}
-		return [][2]string{{EnvConcurrency, "auto"}, {EnvConcurrencyMax, strconv.Itoa(top)}, {EnvConcurrencyCost, c.cost()}}
+		return [][2]string{{EnvConcurrency, "auto"}, {EnvConcurrencyMax, strconv.Itoa(top)}}
 	case c.Concurrency > 0:
-		return [][2]string{{EnvConcurrency, strconv.Itoa(c.Concurrency)}, {EnvConcurrencyMax, ""}, {EnvConcurrencyCost, c.cost()}}
+		return [][2]string{{EnvConcurrency, strconv.Itoa(c.Concurrency)}, {EnvConcurrencyMax, ""}}
 	default:
-		return [][2]string{{EnvConcurrency, "off"}, {EnvConcurrencyMax, ""}, {EnvConcurrencyCost, ""}}
+		return [][2]string{{EnvConcurrency, "off"}, {EnvConcurrencyMax, ""}}
 	}
-}
-
-// cost returns the value of EnvConcurrencyCost.
-func (c Config) cost() string {
-	if c.OneSeatEach {
-		return CostOne
-	}
-	return CostAPF
 }
 
 // canonicalConcurrency writes a ceiling of auto that is the default as

@@ -130,12 +130,6 @@ type Config struct {
 	// MaxConcurrency is the ceiling of ConcurrencyAuto: 0 for
 	// DefaultMaxConcurrency, or 1 to MaxSeats. It must be 0 otherwise.
 	MaxConcurrency int
-	// OneSeatEach weighs every request one seat of the concurrency limit.
-	// By default (false) a list, and a watch that asks for its initial
-	// events, weighs the seats API Priority and Fairness charges for it:
-	// one per 100 KB of what the last list of its kind answered, at most
-	// 15 % of the limit and 10. It must be false with ConcurrencyOff.
-	OneSeatEach bool
 }
 
 // DefaultConfig returns the defaults: enabled, 400 requests per minute per
@@ -176,7 +170,6 @@ func (c Config) Validate() error {
 		c.checkStoreFailure,
 		c.checkConcurrency,
 		c.checkConcurrencyMax,
-		c.checkConcurrencyCost,
 	}
 	for _, check := range checks {
 		if err := check(); err != nil {

@@ -91,7 +91,6 @@ var envVars = []envVar{
 	}},
 	concurrencyVars[0],
 	concurrencyVars[1],
-	concurrencyVars[2],
 }
 
 var timespans = map[string]time.Duration{

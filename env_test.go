@@ -110,10 +110,6 @@ func TestLoadConfigAccepts(t *testing.T) {
 		{"KUBERNETES_RATELIMIT_STORE_FAILURE=local", DefaultConfig()},
 		{"KUBERNETES_RATELIMIT_STORE_FAILURE=open", withDefaults(func(c *Config) { c.StoreFailure = FailureOpen })},
 		{"KUBERNETES_RATELIMIT_STORE_FAILURE=closed", withDefaults(func(c *Config) { c.StoreFailure = FailureClosed })},
-		// CONCURRENCY_COST
-		{"KUBERNETES_RATELIMIT_CONCURRENCY_COST=apf", DefaultConfig()},
-		{"KUBERNETES_RATELIMIT_CONCURRENCY_COST=One", withDefaults(func(c *Config) { c.OneSeatEach = true })},
-		{"KUBERNETES_RATELIMIT_CONCURRENCY=5\nKUBERNETES_RATELIMIT_CONCURRENCY_COST=one", withDefaults(func(c *Config) { c.Concurrency, c.OneSeatEach = 5, true })},
 		// ENABLED=false short-circuits everything else, even nonsense.
 		{"KUBERNETES_RATELIMIT_ENABLED=false\nKUBERNETES_RATELIMIT=-5\nKUBERNETES_RATELIMIT_MAXWAIT=1\nKUBERNETES_RATELIMIT_STORE=redis", withDefaults(func(c *Config) { c.Enabled = false })},
 		// Service links of Services named kubernetes-ratelimit and kubernetes-ratelimit-redis.
@@ -164,7 +160,7 @@ func TestDescribe(t *testing.T) {
 		{EnvEnabled, "true"}, {EnvLimit, "400"}, {EnvTimespan, "minute"}, {EnvAdaptive, "true"},
 		{EnvMaxWait, ""}, {EnvJitter, "0s"}, {EnvOwner, "default"}, {EnvStrategy, "window"},
 		{EnvBurst, ""}, {EnvStore, "memory"}, {EnvRedisURL, ""}, {EnvStoreFailure, "local"},
-		{EnvConcurrency, "auto"}, {EnvConcurrencyMax, "100"}, {EnvConcurrencyCost, "apf"},
+		{EnvConcurrency, "auto"}, {EnvConcurrencyMax, "100"},
 	}
 	assert.Equal(t, want, got, "the ceiling of auto is shown as the one in effect")
 
@@ -172,7 +168,6 @@ func TestDescribe(t *testing.T) {
 		withDefaults(func(c *Config) { c.MaxConcurrency = 40 }),
 		DefaultConfig(), // CONCURRENCY_MAX=100 as printed loads as unset
 		withDefaults(func(c *Config) { c.Concurrency = 3 }),
-		withDefaults(func(c *Config) { c.Concurrency = 3; c.OneSeatEach = true }),
 		withDefaults(func(c *Config) { c.Concurrency = ConcurrencyOff }),
 	} {
 		assert.Equal(t, c, loadDescribed(t, c), "concurrency %d, max %d", c.Concurrency, c.MaxConcurrency)
@@ -189,7 +184,7 @@ func TestDescribe(t *testing.T) {
 
 	assert.Equal(t, "1.5s", withDefaults(func(c *Config) { c.Timespan = 1500 * time.Millisecond }).Describe()[2][1],
 		"a timespan set in code that has no name is a Go duration")
-	assert.Equal(t, "enabled=true limit=400 timespan=minute adaptive=true max_wait= jitter=0s owner=default strategy=window burst= store=memory redis_url= store_failure=local concurrency=auto concurrency_max=100 concurrency_cost=apf",
+	assert.Equal(t, "enabled=true limit=400 timespan=minute adaptive=true max_wait= jitter=0s owner=default strategy=window burst= store=memory redis_url= store_failure=local concurrency=auto concurrency_max=100",
 		DefaultConfig().String())
 }
 
@@ -307,12 +302,6 @@ func TestLoadConfigRejects(t *testing.T) {
 		// STORE_FAILURE
 		{"KUBERNETES_RATELIMIT_STORE_FAILURE=fallback", EnvStoreFailure, "fallback", "local, open, closed"},
 		{"KUBERNETES_RATELIMIT_STORE_FAILURE=OPEN", EnvStoreFailure, "OPEN", "local, open, closed"},
-		// CONCURRENCY, CONCURRENCY_MAX, CONCURRENCY_COST
-		{"KUBERNETES_RATELIMIT_CONCURRENCY=0", EnvConcurrency, "0", "auto"},
-		{"KUBERNETES_RATELIMIT_CONCURRENCY=8\nKUBERNETES_RATELIMIT_CONCURRENCY_MAX=20", EnvConcurrencyMax, "20", "only accepted with"},
-		{"KUBERNETES_RATELIMIT_CONCURRENCY_COST=weighted", EnvConcurrencyCost, "weighted", "apf"},
-		{"KUBERNETES_RATELIMIT_CONCURRENCY_COST=1", EnvConcurrencyCost, "1", "one (every request one seat)"},
-		{"KUBERNETES_RATELIMIT_CONCURRENCY=off\nKUBERNETES_RATELIMIT_CONCURRENCY_COST=one", EnvConcurrencyCost, "one", "not accepted with KUBERNETES_RATELIMIT_CONCURRENCY=off"},
 		// Unknown variables, whose values are never shown.
 		{"KUBERNETES_RATELIMIT_MAXWAIT=2s", "KUBERNETES_RATELIMIT_MAXWAIT", "", "did you mean KUBERNETES_RATELIMIT_MAX_WAIT?"},
 		{"KUBERNETES_RATELIMIT_LIMIT=5", "KUBERNETES_RATELIMIT_LIMIT", "", "not a known variable"},

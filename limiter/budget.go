@@ -77,15 +77,15 @@ func (b *Budget) Wait(ctx context.Context) error {
 
 // wait is Wait that also gives up, releasing its slot, when stop is closed.
 func (b *Budget) wait(ctx context.Context, stop <-chan struct{}) error {
-	_, err := b.admit(ctx, stop, 0)
+	_, err := b.admit(ctx, stop, false)
 	return err
 }
 
-// admit takes weight seats (none when 0, or when the budget has no
-// concurrency limit), then a slot, and returns the seat once the request may leave: the store
+// admit takes a seat, when seated and the budget has a concurrency limit,
+// then a slot, and returns the seat once the request may leave: the store
 // let it go, and so do this process's own sends (see ownSends). On
 // failure it holds nothing.
-func (b *Budget) admit(ctx context.Context, stop <-chan struct{}, weight int) (seat, error) {
+func (b *Budget) admit(ctx context.Context, stop <-chan struct{}, seated bool) (seat, error) {
 	l := b.l
 	if l.isClosed() {
 		return seat{}, errClosed
@@ -95,17 +95,14 @@ func (b *Budget) admit(ctx context.Context, stop <-chan struct{}, weight int) (s
 	}
 	var w waitLimits
 	b.limits(ctx, &w)
-	if b.seats != nil {
-		w.weight = weight
-	}
 	if l.own == nil {
-		return b.admitStored(ctx, stop, &w)
+		return b.admitStored(ctx, stop, &w, seated)
 	}
 	if w.start.IsZero() && w.limit != store.NoMaxWait {
 		w.start = l.clock.Now() // what is left of the limit matters to the own slot
 	}
 	stored := w // what the store's admission spends stays its own
-	st, err := b.admitStored(ctx, stop, &stored)
+	st, err := b.admitStored(ctx, stop, &stored, seated)
 	if err != nil {
 		return seat{}, err
 	}
@@ -118,15 +115,15 @@ func (b *Budget) admit(ctx context.Context, stop <-chan struct{}, weight int) (s
 }
 
 // admitStored is admit as the budget's store decides it.
-func (b *Budget) admitStored(ctx context.Context, stop <-chan struct{}, w *waitLimits) (seat, error) {
+func (b *Budget) admitStored(ctx context.Context, stop <-chan struct{}, w *waitLimits, seated bool) (seat, error) {
 	l := b.l
 	var st seat
-	if w.weight > 0 {
+	if seated && b.seats != nil {
 		if l.slotFirst() {
 			return b.admitShared(ctx, stop, *w)
 		}
 		var ok bool
-		if st, ok = b.seats.tryTake(l.clock.Now(), w.weight); !ok {
+		if st, ok = b.seats.tryTake(l.clock.Now()); !ok {
 			var err error
 			if st, err = b.waitSeat(ctx, stop, w, true); err != nil {
 				return seat{}, err
@@ -200,7 +197,6 @@ type waitLimits struct {
 	maxWait    time.Duration // the max wait in force, 0 when there is none
 	byDeadline bool          // the context's deadline is the tighter limit
 	seatWait   time.Duration // spent waiting for a seat
-	weight     int           // the seats the request takes; 0: none
 }
 
 // limits sets *w, a zero waitLimits, to the limits of a request made

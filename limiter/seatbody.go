@@ -8,27 +8,27 @@ import (
 	"sync/atomic"
 )
 
-// holdUntilDone arranges for the seats to be given back when resp is
-// finished: at once for a watch (the server frees its seats once the watch
-// has started), a protocol switch or an empty body; for a watch that asked
-// for its initial events, when the bookmark that ends them arrives; else
-// when the body is read to its end or closed. A list read to its end, and
-// the initial events of a watch-list, teach the budget what requests of
-// their kind weigh. The zero seat leaves resp as it is.
-func (st seat) holdUntilDone(resp *http.Response, use seatUse, o outcome) *http.Response {
+// holdUntilDone arranges for the seat of req to be given back when its
+// response resp is finished: at once for a watch (the server frees its
+// seat once the watch has started), a protocol switch or an empty body;
+// for a watch that asked for its initial events and got them, when the
+// bookmark that ends them arrives; else when the body is read to its end
+// or closed. The zero seat leaves resp as it is.
+func (st seat) holdUntilDone(req *http.Request, resp *http.Response, o outcome) *http.Response {
 	if st.s == nil {
 		return resp
 	}
+	use := useOf(req)
 	ok := resp.StatusCode == http.StatusOK
 	if use.watch && !(use.watchList && ok) || resp.Body == nil || resp.Body == http.NoBody || resp.StatusCode == http.StatusSwitchingProtocols {
 		st.free(o)
 		return resp
 	}
-	sb := &seatBody{rc: resp.Body, seat: st, outcome: o}
-	if ok {
-		sb.kind, sb.untilMark = use.kind, use.watchList
+	if use.watchList {
+		resp.Body = &watchListBody{seatBody: seatBody{rc: resp.Body, seat: st, outcome: o}}
+	} else {
+		resp.Body = &seatBody{rc: resp.Body, seat: st, outcome: o}
 	}
-	resp.Body = sb
 	return resp
 }
 
@@ -36,54 +36,55 @@ func (st seat) holdUntilDone(resp *http.Response, use seatUse, o outcome) *http.
 // watch-list's initial events, the same bytes in JSON and in protobuf.
 var initialEventsEnd = []byte("k8s.io/initial-events-end")
 
-// seatBody is a response body that gives back its request's seats when it
-// is read to its end (or fails) or closed, whichever comes first, or, for
-// a watch-list, when its initial events end.
+// seatBody is a response body that gives back its request's seat when it
+// is read to its end (or fails) or closed, whichever comes first.
 type seatBody struct {
-	rc        io.ReadCloser
-	seat      seat
-	outcome   outcome
-	kind      string // a list's kind, learned from its size; "" for none
-	untilMark bool   // a watch-list: its seats go back at initialEventsEnd
-	n         int64  // bytes read
-	tail      [24]byte
-	tailN     int // the last bytes read, up to len(initialEventsEnd)-1, for a mark across reads
-	done      atomic.Bool
+	rc      io.ReadCloser
+	seat    seat
+	outcome outcome
+	done    atomic.Bool
 }
 
 func (sb *seatBody) Read(p []byte) (int, error) {
 	n, err := sb.rc.Read(p)
-	if sb.done.Load() {
-		return n, err
-	}
-	sb.n += int64(n)
-	switch {
-	case sb.untilMark && sb.marked(p[:n]):
-		sb.learnAndFinish()
-	case err == io.EOF && !sb.untilMark:
-		sb.learnAndFinish()
-	case err != nil:
+	if err != nil {
 		sb.finish()
+	}
+	return n, err
+}
+
+// watchListBody is the body of a watch-list: it gives back the seat also
+// when the initial events end. Past that, reads pass through untouched.
+type watchListBody struct {
+	seatBody
+	tail  [24]byte
+	tailN int // the last bytes read, up to len(initialEventsEnd)-1, for a mark across reads
+}
+
+func (wb *watchListBody) Read(p []byte) (int, error) {
+	n, err := wb.rc.Read(p)
+	if !wb.done.Load() && (err != nil || wb.marked(p[:n])) {
+		wb.finish()
 	}
 	return n, err
 }
 
 // marked reports whether the initial events end in p, or across the end
 // of what was read before and p.
-func (sb *seatBody) marked(p []byte) bool {
+func (wb *watchListBody) marked(p []byte) bool {
 	if bytes.Contains(p, initialEventsEnd) {
 		return true
 	}
-	var buf [2 * len(sb.tail)]byte
-	joined := append(append(buf[:0], sb.tail[:sb.tailN]...), p[:min(len(p), len(sb.tail))]...)
+	var buf [2 * len(wb.tail)]byte
+	joined := append(append(buf[:0], wb.tail[:wb.tailN]...), p[:min(len(p), len(wb.tail))]...)
 	if bytes.Contains(joined, initialEventsEnd) {
 		return true
 	}
-	last := joined[max(len(joined)-len(sb.tail), 0):]
-	if len(p) >= len(sb.tail) {
-		last = p[len(p)-len(sb.tail):]
+	last := joined[max(len(joined)-len(wb.tail), 0):]
+	if len(p) >= len(wb.tail) {
+		last = p[len(p)-len(wb.tail):]
 	}
-	sb.tailN = copy(sb.tail[:], last)
+	wb.tailN = copy(wb.tail[:], last)
 	return false
 }
 
@@ -91,15 +92,6 @@ func (sb *seatBody) Close() error {
 	err := sb.rc.Close()
 	sb.finish()
 	return err
-}
-
-// learnAndFinish teaches the budget what a request of the body's kind
-// weighs, then gives back the seats.
-func (sb *seatBody) learnAndFinish() {
-	if sb.kind != "" && !sb.done.Load() {
-		sb.seat.s.learn(sb.kind, sb.n)
-	}
-	sb.finish()
 }
 
 func (sb *seatBody) finish() {

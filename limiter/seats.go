@@ -21,8 +21,7 @@ import (
 // watch until its response headers arrive, or, when it asks for its
 // initial events (client-go's watch-list), until they end. Exempt
 // requests, pods/log and the proxy subresources (which the API server
-// runs outside APF's seats) take none. A list, or a watch-list, weighs
-// as many seats as APF charges for it (see OneSeatEach).
+// runs outside APF's seats) take none.
 type Concurrency struct {
 	// Fixed, when positive, is a fixed number of seats; Adaptive and Max
 	// are then ignored.
@@ -34,11 +33,6 @@ type Concurrency struct {
 	Adaptive bool
 	// Max is the ceiling of the adaptive limit: 0 is DefaultMaxConcurrency.
 	Max int
-	// OneSeatEach makes every request weigh one seat. By default a list,
-	// and a watch that asks for its initial events, weighs what API
-	// Priority and Fairness charges for it: a seat per 100 KB of what
-	// the last list of its kind answered, capped as APF caps it.
-	OneSeatEach bool
 }
 
 const (
@@ -72,13 +66,11 @@ type SeatStatus struct {
 // is held for bookkeeping only, never while waiting.
 type seats struct {
 	mu       sync.Mutex
-	inUse    int        // seats held, each request's weight
-	sent     []sentSeat // those held by requests sent, in the order sent
-	inFlight int        // their weights together
-	waiting  list.List  // *seatWaiter, in arrival order
+	inUse    int       // seats held
+	sentSeqs []uint64  // the sequence numbers of those held by requests sent, in the order sent
+	waiting  list.List // *seatWaiter, in arrival order
 	ctl      control
 	hold     time.Duration // moving average of how long a seat is held
-	costs    costs         // what requests of each kind weigh
 
 	// With a store shared by several processes, the control's limit is
 	// theirs together and this process holds its share of it.
@@ -96,27 +88,17 @@ type seats struct {
 	rechecking bool
 }
 
-// sentSeat is a seat held by a request sent: its sequence number and
-// weight.
-type sentSeat struct {
-	seq    uint64
-	weight int
-}
-
 // seatWaiter is a request waiting for a seat. ready is closed when the
 // seat is given to it (granted is then set, under seats.mu).
 type seatWaiter struct {
 	ready   chan struct{}
-	weight  int
 	granted bool
 	seat    seat
 }
 
-// seat is the seats held by one request, as many as it weighs (see
-// costs). The zero seat holds nothing.
+// seat is a seat held by one request. The zero seat holds nothing.
 type seat struct {
 	s      *seats
-	weight int
 	seq    uint64    // the order of taking, to cut once per burst of throttles
 	peers  int       // requests in flight when it was sent, itself included; 0: not sent
 	own    int       // this process's among them
@@ -128,7 +110,7 @@ func newSeats(c Concurrency, key string, st store.Store, clk clock.Clock) *seats
 	if !c.enabled() {
 		return nil
 	}
-	s := &seats{ctl: newControl(c, clk.Now()), key: key, clock: clk, costs: newCosts(c.OneSeatEach)}
+	s := &seats{ctl: newControl(c, clk.Now()), key: key, clock: clk}
 	s.shared, _ = st.(store.SeatSharer)
 	return s
 }
@@ -169,33 +151,24 @@ func (s *seats) adopt(cut store.SeatCut, now time.Time) {
 	s.ctl.adopt(cut, processes, now)
 }
 
-// tryTake takes weight seats if they are free and nobody is waiting
-// before.
-func (s *seats) tryTake(now time.Time, weight int) (seat, bool) {
+// tryTake takes a seat if one is free and nobody is waiting before.
+func (s *seats) tryTake(now time.Time) (seat, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.waiting.Len() > 0 || !fits(s.inUse, weight, s.capLocked()) {
+	if s.waiting.Len() > 0 || s.inUse >= s.capLocked() {
 		return seat{}, false
 	}
-	return s.takeLocked(now, weight), true
+	return s.takeLocked(now), true
 }
 
-// fits reports whether a request of weight seats fits beside used seats
-// of cap. One that weighs more than cap fits when no seat is used: it
-// would otherwise never go, as APF admits a request wider than its level
-// when the level is idle.
-func fits(used, weight, cap int) bool {
-	return used+weight <= cap || (used == 0 && cap > 0)
-}
-
-// takeLocked takes weight seats. Its sequence number is taken now, not
-// when its request is sent: a request admitted before a cut belongs to the
+// takeLocked takes a seat. Its sequence number is taken now, not when
+// its request is sent: a request admitted before a cut belongs to the
 // burst that drew it, however long its slot then took (with a shared
 // store, a round trip), and its throttle must not cut again. s.mu must be
 // held.
-func (s *seats) takeLocked(now time.Time, weight int) seat {
-	s.inUse += weight
-	return seat{s: s, weight: weight, seq: s.ctl.seated(), since: now}
+func (s *seats) takeLocked(now time.Time) seat {
+	s.inUse++
+	return seat{s: s, seq: s.ctl.seated(), since: now}
 }
 
 // send marks the seat's request as sent: its slot has come. Its peers are
@@ -228,7 +201,7 @@ func (st *seat) trySend() bool {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !fits(s.inFlight, st.weight, s.capLocked()) {
+	if len(s.sentSeqs) >= s.capLocked() {
 		return false
 	}
 	st.sendLocked()
@@ -251,10 +224,10 @@ func (st *seat) unsend() {
 // next free seat first in line, for a seat holder that may not send yet
 // (see roomToSend).
 func (s *seats) requeue(st seat, now time.Time) (*seatWaiter, *list.Element) {
-	w := &seatWaiter{ready: make(chan struct{}), weight: st.weight}
+	w := &seatWaiter{ready: make(chan struct{})}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.inUse -= st.weight
+	s.inUse--
 	e := s.waiting.PushFront(w)
 	s.grantLocked(now)
 	return w, e
@@ -263,9 +236,8 @@ func (s *seats) requeue(st seat, now time.Time) (*seatWaiter, *list.Element) {
 // sendLocked is send under s.mu.
 func (st *seat) sendLocked() {
 	s := st.s
-	s.sent = append(s.sent, sentSeat{seq: st.seq, weight: st.weight})
-	s.inFlight += st.weight
-	inFlight := s.inFlight
+	s.sentSeqs = append(s.sentSeqs, st.seq)
+	inFlight := len(s.sentSeqs)
 	share, n := s.shareLocked()
 	st.others = max(s.ctl.seats()-share, 0)
 	others := st.others
@@ -276,28 +248,27 @@ func (st *seat) sendLocked() {
 }
 
 // unsendLocked forgets the send of the request with sequence number seq,
-// finished, and returns the seats that requests sent before it still
-// hold in flight. s.mu must be held.
+// finished, and returns how many requests sent before it are still in
+// flight. s.mu must be held.
 func (s *seats) unsendLocked(seq uint64) (older int) {
-	for i, x := range s.sent {
-		if x.seq == seq {
-			s.inFlight -= x.weight
-			s.sent = append(s.sent[:i], s.sent[i+1:]...)
+	for i, x := range s.sentSeqs {
+		if x == seq {
+			s.sentSeqs = append(s.sentSeqs[:i], s.sentSeqs[i+1:]...)
 			return older
 		}
-		if x.seq < seq {
-			older += x.weight
+		if x < seq {
+			older++
 		}
 	}
 	return older
 }
 
-// enqueue queues a waiter for weight free seats. The seats held may all
+// enqueue queues a waiter for the next free seat. The seats held may all
 // have been given back since the caller found none free, and nobody else
-// would then grant this waiter one: it is granted at once when they are
+// would then grant this waiter one: it is granted at once when a seat is
 // free.
-func (s *seats) enqueue(now time.Time, weight int) (*seatWaiter, *list.Element) {
-	w := &seatWaiter{ready: make(chan struct{}), weight: weight}
+func (s *seats) enqueue(now time.Time) (*seatWaiter, *list.Element) {
+	w := &seatWaiter{ready: make(chan struct{})}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e := s.waiting.PushBack(w)
@@ -323,17 +294,14 @@ func (s *seats) leave(w *seatWaiter, e *list.Element, now time.Time) (seat, bool
 // and reports whether it gave any. s.mu must be held.
 func (s *seats) grantLocked(now time.Time) (granted bool) {
 	share := s.capLocked()
-	for {
+	for s.inUse < share {
 		e := s.waiting.Front()
 		if e == nil {
 			return granted
 		}
-		w := e.Value.(*seatWaiter)
-		if !fits(s.inUse, w.weight, share) {
-			break
-		}
 		s.waiting.Remove(e)
-		w.seat, w.granted = s.takeLocked(now, w.weight), true
+		w := e.Value.(*seatWaiter)
+		w.seat, w.granted = s.takeLocked(now), true
 		close(w.ready)
 		granted = true
 	}
@@ -406,7 +374,7 @@ func (st seat) free(o outcome) {
 func (s *seats) freeSeat(st seat, o outcome, now time.Time) (cut store.SeatCut, cutOK, granted bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.inUse -= st.weight
+	s.inUse--
 	var older int
 	if st.peers != 0 {
 		older = s.unsendLocked(st.seq)

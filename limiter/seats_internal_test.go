@@ -17,13 +17,13 @@ import (
 func TestSeatFreedBeforeTheWaiterQueuesIsGrantedToIt(t *testing.T) {
 	now := time.Unix(0, 0)
 	s := &seats{ctl: newControl(Concurrency{Fixed: 1}, now), clock: clocktesting.NewFakeClock(now)}
-	held, ok := s.tryTake(now, 1)
+	held, ok := s.tryTake(now)
 	require.True(t, ok)
-	_, ok = s.tryTake(now, 1)
+	_, ok = s.tryTake(now)
 	require.False(t, ok, "the only seat is held")
 
 	held.free(outcomeUnsent) // given back before the second request queues
-	w, _ := s.enqueue(now, 1)
+	w, _ := s.enqueue(now)
 
 	select {
 	case <-w.ready:
@@ -46,7 +46,7 @@ func TestThrottleCutsToTheRequestsSentBeforeItStillInFlight(t *testing.T) {
 	sent[4].free(outcomeThrottled)
 
 	assert.Equal(t, 2, s.ctl.seats(), "sent before it and unanswered: 2, fewer than 5 seats in use × 3/4")
-	assert.Equal(t, []sentSeat{{sent[2].seq, 1}, {sent[3].seq, 1}, {sent[5].seq, 1}}, s.sent, "the finished sends are forgotten")
+	assert.Equal(t, []uint64{sent[2].seq, sent[3].seq, sent[5].seq}, s.sentSeqs, "the finished sends are forgotten")
 }
 
 // halves is a store.SeatSharer of two processes, this one first.
@@ -67,7 +67,7 @@ func TestSharedThrottleCutsToTheRequestsRunningOnceTheProcessesAgree(t *testing.
 	s := &seats{ctl: newControl(Concurrency{Adaptive: true}, now), clock: clocktesting.NewFakeClock(now), shared: halves{}}
 	s.ctl.limit = 6 // this process's share: 3
 
-	st, ok := s.tryTake(now, 1)
+	st, ok := s.tryTake(now)
 	require.True(t, ok)
 	st.send()
 	assert.Equal(t, 1+3, st.peers, "before they agree: the others may hold as many as they believe the limit to be")
@@ -105,7 +105,7 @@ func sendSeats(t *testing.T, s *seats, now time.Time, n int) []seat {
 	t.Helper()
 	var sent []seat
 	for range n {
-		st, ok := s.tryTake(now, 1)
+		st, ok := s.tryTake(now)
 		require.True(t, ok)
 		st.send()
 		sent = append(sent, st)
@@ -124,11 +124,11 @@ func TestSeatHoldersOverALimitCutSinceWaitForRoom(t *testing.T) {
 	sent := sendSeats(t, s, now, 2)
 	var holders []seat // waiting for their slot, unsent
 	for range 4 {
-		st, ok := s.tryTake(now, 1)
+		st, ok := s.tryTake(now)
 		require.True(t, ok)
 		holders = append(holders, st)
 	}
-	queued, _ := s.enqueue(now, 1) // a request that found no seat
+	queued, _ := s.enqueue(now) // a request that found no seat
 
 	sent[1].free(outcomeThrottled)
 	require.Equal(t, 1, s.ctl.seats(), "cut to the request running when the server refused")
@@ -154,7 +154,7 @@ func TestSeatHoldersOverALimitCutSinceWaitForRoom(t *testing.T) {
 	default:
 	}
 	assert.True(t, w.seat.trySend())
-	assert.Equal(t, 1, len(s.sent))
+	assert.Equal(t, 1, len(s.sentSeqs))
 }
 
 // counting is a store.SeatSharer that has not counted the processes
@@ -180,9 +180,9 @@ func TestNoSeatUntilTheProcessesSharingTheLimitAreCounted(t *testing.T) {
 	clk := clocktesting.NewFakeClock(now)
 	sh := &counting{}
 	s := &seats{ctl: newControl(Concurrency{Fixed: 4}, now), clock: clk, shared: sh, slotFirst: true}
-	_, ok := s.tryTake(now, 1)
+	_, ok := s.tryTake(now)
 	require.False(t, ok, "no seat before the processes are counted")
-	w, _ := s.enqueue(now, 1)
+	w, _ := s.enqueue(now)
 
 	sh.share.Store(2)
 	sh.processes.Store(2)
@@ -196,8 +196,8 @@ func TestNoSeatUntilTheProcessesSharingTheLimitAreCounted(t *testing.T) {
 	}
 
 	seatFirst := &seats{ctl: newControl(Concurrency{Fixed: 4}, now), clock: clk, shared: &counting{}}
-	_, ok = seatFirst.tryTake(now, 1)
+	_, ok = seatFirst.tryTake(now)
 	assert.True(t, ok, "one seat, for the request whose slot counts the processes")
-	_, ok = seatFirst.tryTake(now, 1)
+	_, ok = seatFirst.tryTake(now)
 	assert.False(t, ok, "only one")
 }

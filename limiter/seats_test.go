@@ -195,8 +195,8 @@ func TestSeatIsHeldUntilTheResponseIsFinished(t *testing.T) {
 	}
 }
 
-// A watch-list holds its seats longer: see
-// TestWatchListHoldsItsSeatsUntilItsInitialEventsEnd.
+// A watch-list holds its seat longer: see
+// TestWatchListHoldsItsSeatUntilItsInitialEventsEnd.
 func TestSeatOfAWatchIsFreedWhenItsHeadersArrive(t *testing.T) {
 	for _, path := range []string{
 		"/api/v1/pods?watch=true",

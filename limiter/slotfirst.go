@@ -32,7 +32,7 @@ func (b *Budget) admitShared(ctx context.Context, stop <-chan struct{}, w waitLi
 	if w.start.IsZero() {
 		w.start = l.clock.Now()
 	}
-	if st, ok := b.seats.tryTake(w.start, w.weight); ok {
+	if st, ok := b.seats.tryTake(w.start); ok {
 		res, err := b.reserve(ctx, &w, false)
 		if err != nil {
 			st.free(outcomeUnsent)

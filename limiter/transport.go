@@ -15,14 +15,13 @@ import (
 // Engine's extra exemptions. A watch counts once, when it is opened.
 //
 // With a concurrency limit (Options.Concurrency), a counted request also
-// holds seats from its send until its response is finished: its body read
-// to EOF or closed, or the round trip failed. A watch holds them until its
-// response headers arrive, as the API server frees a watch's seats once it
-// has started, and a watch that asks for its initial events until the
-// bookmark that ends them; pods/log and the proxy subresources, which the
-// API server runs outside API Priority and Fairness, hold none. A request
-// holds one seat, a list or watch-list as many as APF charges for it (see
-// Concurrency.OneSeatEach). A response body the
+// holds a seat from its send until its response is finished: its body read
+// to EOF or closed, or the round trip failed. A watch holds one until its
+// response headers arrive, as the API server frees a watch's seat once it
+// has started, and a watch that asks for its initial events (client-go's
+// watch-list) until the bookmark that ends them, as the API server holds
+// it; pods/log and the proxy subresources, which the API server runs
+// outside API Priority and Fairness, hold none. A response body the
 // caller never closes keeps its seat, as it keeps its connection.
 //
 // With Adaptive on, a 429, or a 503 with Retry-After, that is not the
@@ -52,18 +51,12 @@ func (b *Budget) Wrap(next http.RoundTripper) *Transport {
 // RoundTrip implements http.RoundTripper.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	b := t.budget
-	var (
-		st  seat
-		use seatUse
-	)
+	var st seat
 	if b.l.isExempt(req) {
 		b.l.observer.Exempt(b.Cluster(), b.key)
 	} else {
-		if b.seats != nil && holdsSeat(req) {
-			use = b.seats.use(req)
-		}
 		var err error
-		if st, err = b.admit(req.Context(), nil, use.weight); err != nil {
+		if st, err = b.admit(req.Context(), nil, b.seats != nil && holdsSeat(req)); err != nil {
 			if req.Body != nil {
 				req.Body.Close()
 			}
@@ -81,7 +74,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if t.observe(req, resp) {
 		o = outcomeThrottled
 	}
-	return st.holdUntilDone(resp, use, o), nil
+	return st.holdUntilDone(req, resp, o), nil
 }
 
 // observe starts a cooldown when resp is a server's throttling answer, and
