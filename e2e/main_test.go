@@ -28,6 +28,9 @@ const (
 	userSeats     = "apf-seats"      // throttled, for the concurrency limit's runs
 	userSeatsDflt = "apf-seats-dflt" // throttled, for the default configuration's run
 	userQueued    = "apf-queued"     // a level that queues instead of rejecting
+	userWide      = "apf-wide"       // throttled, a level of about 20 seats
+	userNeighbour = "apf-neighbour"  // throttled, ignores Retry-After, in one level with userBeside
+	userBeside    = "apf-beside"     // throttled beside userNeighbour
 
 	userSeatsRedis     = "apf-seats-redis"      // throttled, for the shared concurrency limit
 	userSeatsRedisDflt = "apf-seats-redis-dflt" // throttled, for the shared default configuration
@@ -35,6 +38,10 @@ const (
 
 // throttledUsers are the users that get a rejecting priority level.
 var throttledUsers = []string{userUnlimited, userLimited, userMaxWait, userSeats, userSeatsDflt, userSeatsRedis, userSeatsRedisDflt}
+
+// wideShares are the nominal concurrency shares of userWide's level:
+// about 20 seats.
+const wideShares = 9
 
 // queuedLength is the queue of userQueued's level: room for every worker
 // of the seats tests, so that it never rejects.
@@ -73,7 +80,7 @@ func run(m *testing.M) (code int) {
 	defer cancel()
 	cp, err := controlplane.Start(ctx, controlplane.Options{
 		BinDir:    binDir,
-		Users:     append([]string{userPlain, userQueued}, throttledUsers...),
+		Users:     append([]string{userPlain, userQueued, userWide, userNeighbour, userBeside}, throttledUsers...),
 		UserGroup: userGroup,
 	})
 	if err != nil {
@@ -131,6 +138,22 @@ func prepare(ctx context.Context, cp *controlplane.ControlPlane) error {
 		return fmt.Errorf("user %s: %w", userQueued, err)
 	}
 	suite.throttles[userQueued] = th
+	if th, err = setup.ThrottleUserWide(ctx, admin, userWide, wideShares); err != nil {
+		return err
+	}
+	if err := th.WaitClassified(ctx, cp.UserConfig(userWide)); err != nil {
+		return fmt.Errorf("user %s: %w", userWide, err)
+	}
+	suite.throttles[userWide] = th
+	if th, err = setup.ThrottleUsers(ctx, admin, userNeighbour, userBeside); err != nil {
+		return err
+	}
+	for _, user := range []string{userNeighbour, userBeside} {
+		if err := th.WaitClassified(ctx, cp.UserConfig(user)); err != nil {
+			return fmt.Errorf("user %s: %w", user, err)
+		}
+		suite.throttles[user] = th
+	}
 	return setup.WaitAuthorized(ctx, cp.UserConfig(userPlain))
 }
 

@@ -28,14 +28,27 @@ type Throttle struct {
 // (APF raises its Retry-After while it keeps rejecting) does not carry
 // over to another.
 func ThrottleUser(ctx context.Context, cs kubernetes.Interface, user string) (*Throttle, error) {
-	return throttle(ctx, cs, user, flowcontrolv1.LimitResponse{Type: flowcontrolv1.LimitResponseTypeReject})
+	return throttle(ctx, cs, user, 1, flowcontrolv1.LimitResponse{Type: flowcontrolv1.LimitResponseTypeReject})
+}
+
+// ThrottleUsers is ThrottleUser for several users sharing one priority
+// level, named after the first, each a flow of its own.
+func ThrottleUsers(ctx context.Context, cs kubernetes.Interface, users ...string) (*Throttle, error) {
+	return throttle(ctx, cs, users[0], 1, flowcontrolv1.LimitResponse{Type: flowcontrolv1.LimitResponseTypeReject}, users[1:]...)
+}
+
+// ThrottleUserWide is ThrottleUser with a level of shares nominal
+// concurrency shares instead of one: some 2.3 seats per share with the
+// default levels and the API server's 600 seats.
+func ThrottleUserWide(ctx context.Context, cs kubernetes.Interface, user string, shares int32) (*Throttle, error) {
+	return throttle(ctx, cs, user, shares, flowcontrolv1.LimitResponse{Type: flowcontrolv1.LimitResponseTypeReject})
 }
 
 // QueueUser is ThrottleUser with a priority level that queues the
 // requests past its seats instead of rejecting them: one flow fits in a
 // queue of queueLength requests; only beyond that are requests rejected.
 func QueueUser(ctx context.Context, cs kubernetes.Interface, user string, queueLength int32) (*Throttle, error) {
-	return throttle(ctx, cs, user, flowcontrolv1.LimitResponse{
+	return throttle(ctx, cs, user, 1, flowcontrolv1.LimitResponse{
 		Type: flowcontrolv1.LimitResponseTypeQueue,
 		Queuing: &flowcontrolv1.QueuingConfiguration{
 			Queues:           1,
@@ -45,16 +58,17 @@ func QueueUser(ctx context.Context, cs kubernetes.Interface, user string, queueL
 	})
 }
 
-// throttle creates the priority level of user, answering as lr says past
-// its seats, and the flow schema that puts the user's requests in it.
-func throttle(ctx context.Context, cs kubernetes.Interface, user string, lr flowcontrolv1.LimitResponse) (*Throttle, error) {
+// throttle creates the priority level of user, of shares nominal
+// concurrency shares, answering as lr says past its seats, and the flow
+// schema that puts the user's requests in it.
+func throttle(ctx context.Context, cs kubernetes.Interface, user string, shares int32, lr flowcontrolv1.LimitResponse, others ...string) (*Throttle, error) {
 	name := "k8sratelimit-e2e-" + user
 	pl := &flowcontrolv1.PriorityLevelConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: flowcontrolv1.PriorityLevelConfigurationSpec{
 			Type: flowcontrolv1.PriorityLevelEnablementLimited,
 			Limited: &flowcontrolv1.LimitedPriorityLevelConfiguration{
-				NominalConcurrencyShares: ptr.To[int32](1),
+				NominalConcurrencyShares: ptr.To(shares),
 				LendablePercent:          ptr.To[int32](0),
 				// Unset would let it borrow without limit from other levels.
 				BorrowingLimitPercent: ptr.To[int32](0),
@@ -73,10 +87,7 @@ func throttle(ctx context.Context, cs kubernetes.Interface, user string, lr flow
 			MatchingPrecedence:         matchingPrecedence,
 			DistinguisherMethod:        &flowcontrolv1.FlowDistinguisherMethod{Type: flowcontrolv1.FlowDistinguisherMethodByUserType},
 			Rules: []flowcontrolv1.PolicyRulesWithSubjects{{
-				Subjects: []flowcontrolv1.Subject{{
-					Kind: flowcontrolv1.SubjectKindUser,
-					User: &flowcontrolv1.UserSubject{Name: user},
-				}},
+				Subjects: userSubjects(append([]string{user}, others...)),
 				ResourceRules: []flowcontrolv1.ResourcePolicyRule{{
 					Verbs:        []string{flowcontrolv1.VerbAll},
 					APIGroups:    []string{flowcontrolv1.APIGroupAll},
@@ -96,4 +107,13 @@ func throttle(ctx context.Context, cs kubernetes.Interface, user string, lr flow
 		return nil, fmt.Errorf("creating flow schema %s: %w", name, err)
 	}
 	return &Throttle{User: user, PriorityLevel: pl, FlowSchema: fs}, nil
+}
+
+// userSubjects returns the flow schema subjects of users.
+func userSubjects(users []string) []flowcontrolv1.Subject {
+	subjects := make([]flowcontrolv1.Subject, len(users))
+	for i, u := range users {
+		subjects[i] = flowcontrolv1.Subject{Kind: flowcontrolv1.SubjectKindUser, User: &flowcontrolv1.UserSubject{Name: u}}
+	}
+	return subjects
 }
