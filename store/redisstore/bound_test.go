@@ -64,7 +64,8 @@ func TestRedisFrozenDecidesARequestByItsMaxWait(t *testing.T) {
 	assert.Less(t, took, maxWait+150*time.Millisecond, "decided within its max wait, not the store's 500ms timeout")
 	assert.False(t, s.Down(), "one request's bound does not start an outage")
 	assert.Equal(t, 1, ev.count(store.EventFallback))
-	require.Eventually(t, s.Down, 3*time.Second, 10*time.Millisecond,
+	// The store marks the outage, then reports it.
+	require.Eventually(t, func() bool { return s.Down() && ev.count(store.EventDown) > 0 }, 3*time.Second, 10*time.Millisecond,
 		"the background check finds Redis silent past the store's timeout")
 	assert.Equal(t, 1, ev.count(store.EventDown))
 
