@@ -18,13 +18,13 @@ func (st seat) holdUntilDone(req *http.Request, resp *http.Response, o outcome) 
 	if st.s == nil {
 		return resp
 	}
-	use := useOf(req)
-	ok := resp.StatusCode == http.StatusOK
-	if use.watch && !(use.watchList && ok) || resp.Body == nil || resp.Body == http.NoBody || resp.StatusCode == http.StatusSwitchingProtocols {
+	watch := isWatch(req)
+	watchList := watch && resp.StatusCode == http.StatusOK && asksInitialEvents(req)
+	if watch && !watchList || resp.Body == nil || resp.Body == http.NoBody || resp.StatusCode == http.StatusSwitchingProtocols {
 		st.free(o)
 		return resp
 	}
-	if use.watchList {
+	if watchList {
 		resp.Body = &watchListBody{seatBody: seatBody{rc: resp.Body, seat: st, outcome: o}}
 	} else {
 		resp.Body = &seatBody{rc: resp.Body, seat: st, outcome: o}
@@ -138,4 +138,15 @@ func isWatch(req *http.Request) bool {
 	}
 	v := req.URL.Query()["watch"]
 	return len(v) > 0 && v[0] != "0" && !strings.EqualFold(v[0], "false")
+}
+
+// asksInitialEvents reports whether a watch asks for its initial events
+// (client-go's watch-list: sendInitialEvents=true), whose seat API
+// Priority and Fairness holds until they end.
+func asksInitialEvents(req *http.Request) bool {
+	if !strings.Contains(req.URL.RawQuery, "sendInitialEvents=") {
+		return false
+	}
+	v := req.URL.Query()["sendInitialEvents"]
+	return len(v) > 0 && strings.EqualFold(v[0], "true")
 }
