@@ -47,7 +47,7 @@ func TestSeatsForInformersAndLists(t *testing.T) {
 	createConfigMaps(t, ns)
 
 	got := runInformersAndLists(t, ns)
-	t.Logf("a priority level of %d seats that rejects, %s, %d ConfigMaps of %d KB: %d informers of %d synced, %d lists, %d served, %d of %d sent answered 429 (sent at:in flight:what %v), limit at the end %d",
+	t.Logf("a priority level of %d seats that rejects, %s, %d ConfigMaps of %d KB: %d informers of %d synced, %d lists, %d served, %d of %d sent answered 429 (sent at:in flight[:watch] %v), limit at the end %d",
 		seats, listRun, listObjects, listObjectBytes/1000, got.synced, listInformers, got.lists, got.served.served, got.throttled, got.sent, got.throttles, got.limit)
 	assert.Equal(t, listInformers, got.synced, "every informer syncs")
 	// Measured: one 429 in 705-776 requests without the race detector (the
@@ -110,7 +110,7 @@ func runInformersAndLists(t *testing.T, ns string) listServed {
 	informersStopped := startInformers(ctx, cs, ns)
 	got.lists = listUntilDone(ctx, cs, ns)
 	got.synced = informersStopped()
-	got.served = countServed(wire.Exchanges(), start)
+	got.served = countServed(wire.Exchanges(), 0, start)
 	b, err := l.Budget("", rc)
 	require.NoError(t, err)
 	got.limit = b.Seats().Limit
@@ -175,23 +175,25 @@ func listUntilDone(ctx context.Context, cs kubernetes.Interface, ns string) int 
 	return int(lists.Load())
 }
 
-// countServed counts the exchanges served, sent and answered 429, with
-// the first 429s, each as when it was sent after start, the requests in
-// flight then, itself included, and whether it was a list or a watch.
-func countServed(exchanges []probe.Exchange, start time.Time) served {
+// countServed counts the exchanges from the from-th on served, sent and
+// answered 429, with the first 429s, each as when it was sent after
+// start, the requests in flight then, itself included, and whether it was
+// a watch.
+func countServed(exchanges []probe.Exchange, from int, start time.Time) served {
 	var s served
-	for i, e := range exchanges {
+	for i := from; i < len(exchanges); i++ {
+		e := exchanges[i]
 		switch {
 		case e.Status >= 200 && e.Status < 300:
 			s.served++
 		case e.Status == http.StatusTooManyRequests:
 			s.throttled++
 			if len(s.throttles) < 20 {
-				what := "list"
+				at := fmt.Sprintf("%.2fs:%d", e.Sent.Sub(start).Seconds(), probe.InFlightAt(exchanges, i))
 				if e.Watch {
-					what = "watch"
+					at += ":watch"
 				}
-				s.throttles = append(s.throttles, fmt.Sprintf("%.2fs:%d:%s", e.Sent.Sub(start).Seconds(), probe.InFlightAt(exchanges, i), what))
+				s.throttles = append(s.throttles, at)
 			}
 		}
 		if e.Status != 0 {

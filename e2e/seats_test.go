@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -141,22 +140,8 @@ func (c *loadClient) load(d time.Duration) served {
 	}
 	wg.Wait()
 
-	s := served{name: c.name}
-	exchanges := c.wire.Exchanges()
-	for i, e := range exchanges[before:] {
-		switch {
-		case e.Status >= 200 && e.Status < 300:
-			s.served++
-		case e.Status == http.StatusTooManyRequests:
-			s.throttled++
-			if len(s.throttles) < 20 {
-				s.throttles = append(s.throttles, fmt.Sprintf("%.2fs:%d", e.Sent.Sub(start).Seconds(), probe.InFlightAt(exchanges, before+i)))
-			}
-		}
-		if e.Status != 0 {
-			s.sent++
-		}
-	}
+	s := countServed(c.wire.Exchanges(), before, start)
+	s.name = c.name
 	return s
 }
 
