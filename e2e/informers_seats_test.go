@@ -2,7 +2,6 @@ package e2e_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -21,7 +20,6 @@ import (
 
 	"github.com/k8sratelimit/k8sratelimit"
 	"github.com/k8sratelimit/k8sratelimit/e2e/internal/probe"
-	rlerrors "github.com/k8sratelimit/k8sratelimit/errors"
 )
 
 // The informers run: listInformers informers of ConfigMaps (watch-lists,
@@ -161,13 +159,7 @@ func listUntilDone(ctx context.Context, cs kubernetes.Interface, ns string) int 
 				if err == nil {
 					lists.Add(1)
 				}
-				var refused *rlerrors.RateLimitExceededError
-				if errors.As(err, &refused) {
-					select {
-					case <-ctx.Done():
-					case <-time.After(refused.RetryAfter()):
-					}
-				}
+				requeueAfter(ctx, err)
 			}
 		})
 	}

@@ -2,9 +2,13 @@ package e2e_test
 
 import (
 	"context"
+	"errors"
 	"sync"
+	"time"
 
 	"k8s.io/client-go/kubernetes"
+
+	rlerrors "github.com/k8sratelimit/k8sratelimit/errors"
 )
 
 // probePath is what the load requests: a cheap read every test user may
@@ -46,5 +50,20 @@ func getOnce(cs kubernetes.Interface) func(context.Context) error {
 func getRetrying(cs kubernetes.Interface) func(context.Context) error {
 	return func(ctx context.Context) error {
 		return cs.CoreV1().RESTClient().Get().AbsPath(probePath).Do(ctx).Error()
+	}
+}
+
+// requeueAfter waits, as a controller's work queue would, for the
+// RetryAfter of err when the limiter refused the request, or until ctx
+// ends. A worker that calls again at once spins, and takes the API
+// server's cores.
+func requeueAfter(ctx context.Context, err error) {
+	var refused *rlerrors.RateLimitExceededError
+	if !errors.As(err, &refused) {
+		return
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(refused.RetryAfter()):
 	}
 }

@@ -2,7 +2,6 @@ package e2e_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -19,7 +18,6 @@ import (
 
 	"github.com/k8sratelimit/k8sratelimit"
 	"github.com/k8sratelimit/k8sratelimit/e2e/internal/probe"
-	rlerrors "github.com/k8sratelimit/k8sratelimit/errors"
 	"github.com/k8sratelimit/k8sratelimit/internal/childproc"
 	"github.com/k8sratelimit/k8sratelimit/internal/redistest"
 )
@@ -128,13 +126,7 @@ func (c *loadClient) load(d time.Duration) served {
 		wg.Go(func() {
 			for ctx.Err() == nil {
 				_, err := c.cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
-				var refused *rlerrors.RateLimitExceededError
-				if errors.As(err, &refused) {
-					select {
-					case <-ctx.Done():
-					case <-time.After(refused.RetryAfter()):
-					}
-				}
+				requeueAfter(ctx, err)
 			}
 		})
 	}
