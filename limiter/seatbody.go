@@ -34,7 +34,9 @@ func (st seat) holdUntilDone(req *http.Request, resp *http.Response, o outcome) 
 
 // initialEventsEnd is the annotation of the bookmark that ends a
 // watch-list's initial events, the same bytes in JSON and in protobuf.
-var initialEventsEnd = []byte("k8s.io/initial-events-end")
+const initialEventsEnd = "k8s.io/initial-events-end"
+
+var initialEventsEndBytes = []byte(initialEventsEnd)
 
 // seatBody is a response body that gives back its request's seat when it
 // is read to its end (or fails) or closed, whichever comes first.
@@ -57,8 +59,8 @@ func (sb *seatBody) Read(p []byte) (int, error) {
 // when the initial events end. Past that, reads pass through untouched.
 type watchListBody struct {
 	seatBody
-	tail  [24]byte
-	tailN int // the last bytes read, up to len(initialEventsEnd)-1, for a mark across reads
+	tail  [len(initialEventsEnd) - 1]byte // the last bytes read, for a mark across reads
+	tailN int                             // how many of tail hold them
 }
 
 func (wb *watchListBody) Read(p []byte) (int, error) {
@@ -72,12 +74,12 @@ func (wb *watchListBody) Read(p []byte) (int, error) {
 // marked reports whether the initial events end in p, or across the end
 // of what was read before and p.
 func (wb *watchListBody) marked(p []byte) bool {
-	if bytes.Contains(p, initialEventsEnd) {
+	if bytes.Contains(p, initialEventsEndBytes) {
 		return true
 	}
 	var buf [2 * len(wb.tail)]byte
 	joined := append(append(buf[:0], wb.tail[:wb.tailN]...), p[:min(len(p), len(wb.tail))]...)
-	if bytes.Contains(joined, initialEventsEnd) {
+	if bytes.Contains(joined, initialEventsEndBytes) {
 		return true
 	}
 	last := joined[max(len(joined)-len(wb.tail), 0):]

@@ -25,6 +25,6 @@ func FuzzWatchListBodyFindsTheEndOfTheInitialEvents(f *testing.F) {
 				break
 			}
 		}
-		assert.Equal(t, bytes.Contains(stream, initialEventsEnd), found)
+		assert.Equal(t, bytes.Contains(stream, initialEventsEndBytes), found)
 	})
 }
