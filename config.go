@@ -130,12 +130,21 @@ type Config struct {
 	// MaxConcurrency is the ceiling of ConcurrencyAuto: 0 for
 	// DefaultMaxConcurrency, or 1 to MaxSeats. It must be 0 otherwise.
 	MaxConcurrency int
+	// ClassesOff puts every request of a budget in one line, first come,
+	// first served, instead of sharing the budget among traffic classes
+	// (see Class). Default false.
+	ClassesOff bool
+	// ClassWeights are the weights of the traffic classes: 0 to
+	// MaxClassWeight each, 0 for the class's default. They must be zero
+	// with ClassesOff.
+	ClassWeights ClassWeights
 }
 
 // DefaultConfig returns the defaults: enabled, 400 requests per minute per
 // API server with StrategyWindow, adaptive, no maximum wait, no jitter,
 // owner "default", in memory, falling back to a local budget on store
-// failure, and a concurrency limit learned from the server's answers.
+// failure, a concurrency limit learned from the server's answers, and
+// traffic classes with DefaultClassWeights.
 func DefaultConfig() Config {
 	return Config{
 		Enabled:      true,
@@ -170,6 +179,7 @@ func (c Config) Validate() error {
 		c.checkStoreFailure,
 		c.checkConcurrency,
 		c.checkConcurrencyMax,
+		c.checkClasses,
 	}
 	for _, check := range checks {
 		if err := check(); err != nil {

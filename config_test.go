@@ -25,6 +25,8 @@ func TestDefaultConfig(t *testing.T) {
 	assert.Equal(t, StoreMemory, c.Store)
 	assert.Empty(t, c.RedisURL)
 	assert.Equal(t, FailureLocal, c.StoreFailure)
+	assert.False(t, c.ClassesOff)
+	assert.Zero(t, c.ClassWeights)
 	assert.NoError(t, c.Validate())
 }
 
@@ -87,6 +89,9 @@ func TestValidateRejects(t *testing.T) {
 			c.Store, c.Owner, c.RedisURL = StoreRedis, "ops", NewSecretURL("redis://:hunter2@r/db")
 		}), EnvRedisURL, "redis://:xxxxx@r/db"},
 		{"empty failure policy", withDefaults(func(c *Config) { c.StoreFailure = "" }), EnvStoreFailure, ""},
+		{"negative class weight", withDefaults(func(c *Config) { c.ClassWeights.Read = -1 }), EnvClasses, "write=8,read=-1,list=2,event=1"},
+		{"class weight over max", withDefaults(func(c *Config) { c.ClassWeights.Event = 101 }), EnvClasses, "write=8,read=4,list=2,event=101"},
+		{"class weights with the classes off", withDefaults(func(c *Config) { c.ClassesOff, c.ClassWeights.List = true, 3 }), EnvClasses, "write=8,read=4,list=3,event=1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

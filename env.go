@@ -91,6 +91,7 @@ var envVars = []envVar{
 	}},
 	concurrencyVars[0],
 	concurrencyVars[1],
+	classesVar,
 }
 
 var timespans = map[string]time.Duration{
@@ -159,6 +160,7 @@ func LoadConfig(environ []string) (Config, error) {
 		return Config{}, asGiven(err, vars)
 	}
 	cfg.canonicalConcurrency()
+	cfg.canonicalClasses()
 	return cfg, nil
 }
 
@@ -263,7 +265,7 @@ func (c Config) Describe() [][2]string {
 		{EnvStore, string(c.Store)},
 		{EnvRedisURL, c.RedisURL.String()},
 		{EnvStoreFailure, string(c.StoreFailure)},
-	}, c.describeConcurrency()...)
+	}, append(c.describeConcurrency(), [2]string{EnvClasses, c.describeClasses()})...)
 }
 
 // timespanName returns the name EnvTimespan accepts for d, or d as a Go

@@ -50,6 +50,16 @@ func TestLoadConfigAccepts(t *testing.T) {
 		{"KUBERNETES_RATELIMIT_ENABLED=", DefaultConfig()},
 		{"KUBERNETES_RATELIMIT_ENABLED=  ", DefaultConfig()},
 		{"KUBERNETES_RATELIMIT_ENABLED", DefaultConfig()},
+		// CLASSES
+		{"KUBERNETES_RATELIMIT_CLASSES=on", DefaultConfig()},
+		{"KUBERNETES_RATELIMIT_CLASSES=OFF", withDefaults(func(c *Config) { c.ClassesOff = true })},
+		{"KUBERNETES_RATELIMIT_CLASSES=write=8,read=4,list=2,event=1", DefaultConfig()},
+		{"KUBERNETES_RATELIMIT_CLASSES= Write = 20 , event=3", withDefaults(func(c *Config) {
+			c.ClassWeights = ClassWeights{Write: 20, Read: 4, List: 2, Event: 3}
+		})},
+		{"KUBERNETES_RATELIMIT_CLASSES=list=100", withDefaults(func(c *Config) {
+			c.ClassWeights = ClassWeights{Write: 8, Read: 4, List: 100, Event: 1}
+		})},
 		// LIMIT
 		{"KUBERNETES_RATELIMIT=1", withDefaults(func(c *Config) { c.Limit = 1 })},
 		{"KUBERNETES_RATELIMIT=10000", withDefaults(func(c *Config) { c.Limit = 10000 })},
@@ -161,6 +171,7 @@ func TestDescribe(t *testing.T) {
 		{EnvMaxWait, ""}, {EnvJitter, "0s"}, {EnvOwner, "default"}, {EnvStrategy, "window"},
 		{EnvBurst, ""}, {EnvStore, "memory"}, {EnvRedisURL, ""}, {EnvStoreFailure, "local"},
 		{EnvConcurrency, "auto"}, {EnvConcurrencyMax, "100"},
+		{EnvClasses, "write=8,read=4,list=2,event=1"},
 	}
 	assert.Equal(t, want, got, "the ceiling of auto is shown as the one in effect")
 
@@ -169,8 +180,10 @@ func TestDescribe(t *testing.T) {
 		DefaultConfig(), // CONCURRENCY_MAX=100 as printed loads as unset
 		withDefaults(func(c *Config) { c.Concurrency = 3 }),
 		withDefaults(func(c *Config) { c.Concurrency = ConcurrencyOff }),
+		withDefaults(func(c *Config) { c.ClassesOff = true }),
+		withDefaults(func(c *Config) { c.ClassWeights = ClassWeights{Write: 20, Read: 4, List: 2, Event: 1} }),
 	} {
-		assert.Equal(t, c, loadDescribed(t, c), "concurrency %d, max %d", c.Concurrency, c.MaxConcurrency)
+		assert.Equal(t, c, loadDescribed(t, c), "concurrency %d, max %d, classes %v", c.Concurrency, c.MaxConcurrency, c.describeClasses())
 	}
 
 	c := withDefaults(func(c *Config) {
@@ -184,7 +197,7 @@ func TestDescribe(t *testing.T) {
 
 	assert.Equal(t, "1.5s", withDefaults(func(c *Config) { c.Timespan = 1500 * time.Millisecond }).Describe()[2][1],
 		"a timespan set in code that has no name is a Go duration")
-	assert.Equal(t, "enabled=true limit=400 timespan=minute adaptive=true max_wait= jitter=0s owner=default strategy=window burst= store=memory redis_url= store_failure=local concurrency=auto concurrency_max=100",
+	assert.Equal(t, "enabled=true limit=400 timespan=minute adaptive=true max_wait= jitter=0s owner=default strategy=window burst= store=memory redis_url= store_failure=local concurrency=auto concurrency_max=100 classes=write=8,read=4,list=2,event=1",
 		DefaultConfig().String())
 }
 
@@ -229,6 +242,16 @@ func TestLoadConfigRejects(t *testing.T) {
 		{"KUBERNETES_RATELIMIT=lots", EnvLimit, "lots", "integer"},
 		{"KUBERNETES_RATELIMIT=10001", EnvLimit, "10001", "at most 10000 with KUBERNETES_RATELIMIT_STRATEGY=window"},
 		{"KUBERNETES_RATELIMIT=010001", EnvLimit, "010001", "at most 10000"},
+		// CLASSES
+		{"KUBERNETES_RATELIMIT_CLASSES=yes", EnvClasses, "yes", "on, off, or weights"},
+		{"KUBERNETES_RATELIMIT_CLASSES=write=0", EnvClasses, "write=0", `weight of write "0"`},
+		{"KUBERNETES_RATELIMIT_CLASSES=write=101", EnvClasses, "write=101", "from 1 to 100"},
+		{"KUBERNETES_RATELIMIT_CLASSES=writes=2", EnvClasses, "writes=2", `no class "writes"`},
+		{"KUBERNETES_RATELIMIT_CLASSES=lease=2", EnvClasses, "lease=2", `no class "lease"`},
+		{"KUBERNETES_RATELIMIT_CLASSES=write=2,write=3", EnvClasses, "write=2,write=3", "class write given twice"},
+		{"KUBERNETES_RATELIMIT_CLASSES=write=2,", EnvClasses, "write=2,", "on, off, or weights"},
+		{"KUBERNETES_RATELIMIT_CLASSES=write:2", EnvClasses, "write:2", "on, off, or weights"},
+		{"KUBERNETES_RATELIMIT_CLASSES=read=1.5", EnvClasses, "read=1.5", `weight of read "1.5"`},
 		// TIMESPAN
 		{"KUBERNETES_RATELIMIT_TIMESPAN=week", EnvTimespan, "week", "second, minute, hour, day"},
 		{"KUBERNETES_RATELIMIT_TIMESPAN=1m", EnvTimespan, "1m", "second, minute, hour, day"},
@@ -412,6 +435,9 @@ func FuzzLoadConfig(f *testing.F) {
 		"KUBERNETES_RATELIMIT_STORE_FAILURE=open\nKUBERNETES_RATELIMIT_ADAPTIVE=no",
 		"KUBERNETES_RATELIMIT_REDIS_PORT_6379_TCP_ADDR=1\nKUBERNETES_RATELIMIT_MAXWAIT=2",
 		"KUBERNETES_RATELIMIT=20000\nKUBERNETES_RATELIMIT_STRATEGY=window",
+		"KUBERNETES_RATELIMIT_CLASSES=write=8, read=4,list=2,event=1",
+		"KUBERNETES_RATELIMIT_CLASSES=off",
+		"KUBERNETES_RATELIMIT_CLASSES=event=100,EVENT=1",
 	}
 	for _, s := range seeds {
 		f.Add(s)

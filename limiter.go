@@ -121,6 +121,7 @@ func New(cfg Config, opts ...Option) (*Limiter, error) {
 		Exempt:   o.exempt,
 
 		Concurrency: cfg.concurrency(),
+		Classes:     cfg.weights(),
 	})
 	if m != nil {
 		if err := m.register(o.metrics, engine); err != nil {

@@ -15,15 +15,17 @@ import (
 // is registered anywhere else. Every metric is labelled by cluster — the
 // registered cluster name, else the normalised API server — so the number
 // of series grows with the number of clusters, never with owners, keys or
-// requests:
+// requests. The class label is the request's traffic class (write, read,
+// list, event; see Class): four values.
 //
-//	k8sratelimit_requests_total{cluster,outcome}   outcome: admitted, deferred, rejected, exempt
-//	k8sratelimit_wait_seconds{cluster}              histogram of the wait of every counted request sent
+//	k8sratelimit_requests_total{cluster,class,outcome}  outcome: admitted, deferred, rejected, exempt (class "")
+//	k8sratelimit_wait_seconds{cluster,class}        histogram of the wait of every counted request sent
 //	k8sratelimit_server_throttles_total{cluster,code}  429s, and 503s with Retry-After, seen
 //	k8sratelimit_cooldown_seconds{cluster}          cooldown left, read from the store at scrape time
 //	k8sratelimit_concurrency_limit{cluster}         requests allowed in flight (seats): fixed, or as learned so far
 //	k8sratelimit_seats_in_use{cluster}              requests in flight, or waiting for their slot with a seat
 //	k8sratelimit_seats_waiting{cluster}             requests waiting for a seat
+//	k8sratelimit_in_flight{cluster,class}           requests sent, their responses not finished (with seats)
 //	k8sratelimit_store_errors_total                 failed calls to a shared store
 //	k8sratelimit_store_outages_total                outages of a shared store (each starts the failure policy)
 //	k8sratelimit_store_available                    1 while the shared store answers, 0 during an outage
@@ -55,12 +57,12 @@ func newMetrics() *metrics {
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "k8sratelimit_requests_total",
 			Help: "Requests to Kubernetes API servers by outcome: admitted at once, deferred (admitted after waiting), rejected (RateLimitExceededError), exempt (never counted).",
-		}, []string{"cluster", "outcome"}),
+		}, []string{"cluster", "class", "outcome"}),
 		wait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "k8sratelimit_wait_seconds",
 			Help:    "Time counted requests waited for their slot before being sent (0 for those admitted at once).",
 			Buckets: []float64{0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300},
-		}, []string{"cluster"}),
+		}, []string{"cluster", "class"}),
 		throttles: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "k8sratelimit_server_throttles_total",
 			Help: "Throttling answers seen from API servers: 429, and 503 with Retry-After.",
@@ -115,21 +117,21 @@ func (m *metrics) register(reg prometheus.Registerer, engine *limiter.Engine) er
 	return nil
 }
 
-func (m *metrics) Admitted(cluster, _ string, wait time.Duration, _ limiter.WaitReason) {
+func (m *metrics) Admitted(cluster, _ string, c limiter.Class, wait time.Duration, _ limiter.WaitReason) {
 	outcome := "admitted"
 	if wait > 0 {
 		outcome = "deferred"
 	}
-	m.requests.WithLabelValues(cluster, outcome).Inc()
-	m.wait.WithLabelValues(cluster).Observe(wait.Seconds())
+	m.requests.WithLabelValues(cluster, c.String(), outcome).Inc()
+	m.wait.WithLabelValues(cluster, c.String()).Observe(wait.Seconds())
 }
 
-func (m *metrics) Rejected(cluster, _ string, _ time.Duration) {
-	m.requests.WithLabelValues(cluster, "rejected").Inc()
+func (m *metrics) Rejected(cluster, _ string, c limiter.Class, _ time.Duration) {
+	m.requests.WithLabelValues(cluster, c.String(), "rejected").Inc()
 }
 
 func (m *metrics) Exempt(cluster, _ string) {
-	m.requests.WithLabelValues(cluster, "exempt").Inc()
+	m.requests.WithLabelValues(cluster, "", "exempt").Inc()
 }
 
 func (m *metrics) Throttled(cluster, _ string, code int, _ time.Duration) {
@@ -165,15 +167,15 @@ func (c cooldownCollector) Collect(ch chan<- prometheus.Metric) {
 // observers tells each of its observers of every decision.
 type observers []limiter.Observer
 
-func (os observers) Admitted(cluster, key string, wait time.Duration, reason limiter.WaitReason) {
+func (os observers) Admitted(cluster, key string, c limiter.Class, wait time.Duration, reason limiter.WaitReason) {
 	for _, o := range os {
-		o.Admitted(cluster, key, wait, reason)
+		o.Admitted(cluster, key, c, wait, reason)
 	}
 }
 
-func (os observers) Rejected(cluster, key string, retryAfter time.Duration) {
+func (os observers) Rejected(cluster, key string, c limiter.Class, retryAfter time.Duration) {
 	for _, o := range os {
-		o.Rejected(cluster, key, retryAfter)
+		o.Rejected(cluster, key, c, retryAfter)
 	}
 }
 
@@ -203,12 +205,16 @@ var (
 	seatsWaitingDesc = prometheus.NewDesc("k8sratelimit_seats_waiting",
 		"Requests waiting for a seat.",
 		[]string{"cluster"}, nil)
+	inFlightDesc = prometheus.NewDesc("k8sratelimit_in_flight",
+		"Requests sent whose responses are not finished, by traffic class (budgets with a concurrency limit).",
+		[]string{"cluster", "class"}, nil)
 )
 
 func (c seatsCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- concurrencyLimitDesc
 	ch <- seatsInUseDesc
 	ch <- seatsWaitingDesc
+	ch <- inFlightDesc
 }
 
 func (c seatsCollector) Collect(ch chan<- prometheus.Metric) {
@@ -222,11 +228,17 @@ func (c seatsCollector) Collect(ch chan<- prometheus.Metric) {
 		t.Limit += s.Limit
 		t.InUse += s.InUse
 		t.Waiting += s.Waiting
+		for c := range t.ByClass {
+			t.ByClass[c].InFlight += s.ByClass[c].InFlight
+		}
 		sum[b.Cluster()] = t
 	}
 	for cluster, s := range sum {
 		ch <- prometheus.MustNewConstMetric(concurrencyLimitDesc, prometheus.GaugeValue, float64(s.Limit), cluster)
 		ch <- prometheus.MustNewConstMetric(seatsInUseDesc, prometheus.GaugeValue, float64(s.InUse), cluster)
 		ch <- prometheus.MustNewConstMetric(seatsWaitingDesc, prometheus.GaugeValue, float64(s.Waiting), cluster)
+		for c, cs := range s.ByClass {
+			ch <- prometheus.MustNewConstMetric(inFlightDesc, prometheus.GaugeValue, float64(cs.InFlight), cluster, limiter.Class(c).String())
+		}
 	}
 }

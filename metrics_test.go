@@ -65,7 +65,11 @@ func TestMetricsAfterRealTraffic(t *testing.T) {
 	srv.SetThrottle(nil)
 
 	requests := func(outcome string) float64 {
-		return counterValue(t, reg, "k8sratelimit_requests_total", map[string]string{"cluster": "prod", "outcome": outcome})
+		class := "list"
+		if outcome == "exempt" {
+			class = ""
+		}
+		return counterValue(t, reg, "k8sratelimit_requests_total", map[string]string{"cluster": "prod", "class": class, "outcome": outcome})
 	}
 	assert.Equal(t, 2.0, requests("admitted"))
 	assert.Equal(t, 1.0, requests("deferred"))
@@ -83,7 +87,7 @@ k8sratelimit_server_throttles_total{cluster="prod",code="429"} 1
 	// above 100ms.
 	n, err := testutil.GatherAndCount(reg, "k8sratelimit_wait_seconds")
 	require.NoError(t, err)
-	assert.Equal(t, 1, n, "one series: cluster prod")
+	assert.Equal(t, 1, n, "one series: cluster prod, class list")
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
 	byName := map[string]*dto.MetricFamily{}
@@ -93,7 +97,11 @@ k8sratelimit_server_throttles_total{cluster="prod",code="429"} 1
 	for _, name := range []string{"k8sratelimit_wait_seconds", "k8sratelimit_cooldown_seconds", "k8sratelimit_concurrency_limit", "k8sratelimit_seats_in_use", "k8sratelimit_seats_waiting"} {
 		require.Contains(t, byName, name)
 		require.Len(t, byName[name].GetMetric(), 1, name)
-		assert.Equal(t, "prod", byName[name].GetMetric()[0].GetLabel()[0].GetValue(), name)
+		for _, lp := range byName[name].GetMetric()[0].GetLabel() {
+			if lp.GetName() == "cluster" {
+				assert.Equal(t, "prod", lp.GetValue(), name)
+			}
+		}
 	}
 	h := byName["k8sratelimit_wait_seconds"].GetMetric()[0].GetHistogram()
 	assert.Equal(t, uint64(3), h.GetSampleCount())
@@ -102,6 +110,8 @@ k8sratelimit_server_throttles_total{cluster="prod",code="429"} 1
 	assert.Equal(t, float64(limiter.InitialConcurrency), byName["k8sratelimit_concurrency_limit"].GetMetric()[0].GetGauge().GetValue(),
 		"one request at a time does not grow the limit, and the 429 answered an exempt lease, which holds no seat")
 	assert.Zero(t, byName["k8sratelimit_seats_in_use"].GetMetric()[0].GetGauge().GetValue(), "every response has been read")
+	require.Contains(t, byName, "k8sratelimit_in_flight")
+	assert.Len(t, byName["k8sratelimit_in_flight"].GetMetric(), limiter.NumClasses, "one series per class")
 }
 
 func TestMetricsRegisterOnlyOnTheGivenRegistry(t *testing.T) {

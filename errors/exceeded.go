@@ -44,6 +44,9 @@ type RateLimitExceededError struct {
 	// WaitingFor is what the request would have waited for: a rate slot,
 	// the end of a server's cooldown, or a seat. Empty when not known.
 	WaitingFor WaitingFor
+	// Class is the request's traffic class (write, read, list or event),
+	// as the budget shares its slots among them. Empty when not known.
+	Class string
 }
 
 // WaitingFor names what a request waits for before it is sent. The zero
@@ -94,7 +97,11 @@ func (e *RateLimitExceededError) Error() string {
 	if e.Key != "" {
 		fmt.Fprintf(&b, " (budget %s)", e.Key)
 	}
-	fmt.Fprintf(&b, ": next slot in %s", readable(e.RetryAfter()))
+	if e.Class != "" {
+		fmt.Fprintf(&b, ": next %s slot in %s", e.Class, readable(e.RetryAfter()))
+	} else {
+		fmt.Fprintf(&b, ": next slot in %s", readable(e.RetryAfter()))
+	}
 	if p := e.WaitingFor.phrase(); p != "" {
 		fmt.Fprintf(&b, " (%s)", p)
 	}

@@ -32,7 +32,7 @@ type benchDeferCounter struct {
 	maxWait  atomic.Int64
 }
 
-func (c *benchDeferCounter) Admitted(_, _ string, wait time.Duration, _ limiter.WaitReason) {
+func (c *benchDeferCounter) Admitted(_, _ string, _ limiter.Class, wait time.Duration, _ limiter.WaitReason) {
 	if wait != 0 {
 		c.deferred.Add(1)
 		for old := c.maxWait.Load(); int64(wait) > old && !c.maxWait.CompareAndSwap(old, int64(wait)); old = c.maxWait.Load() {

@@ -28,13 +28,20 @@ type Budget struct {
 
 	lastSlowLog atomic.Int64 // clock UnixNano of the last slow-wait log line
 
-	seats *seats // nil without a concurrency limit
+	seats    *seats    // nil without a concurrency limit
+	exchange *exchange // nil without traffic classes
 }
 
 func newBudget(l *Engine, key, cluster string) *Budget {
 	b := &Budget{l: l, key: key, moved: make(chan struct{}), seats: newSeats(l.concurrency, key, l.store, l.clock)}
 	if b.seats != nil {
 		b.seats.slotFirst = l.slotFirst()
+	}
+	if l.classes != nil {
+		b.exchange = newExchange(*l.classes)
+		if b.seats != nil {
+			b.seats.fair = newFairShare(*l.classes)
+		}
 	}
 	b.cluster.Store(&cluster)
 	return b
@@ -71,21 +78,23 @@ func (b *Budget) Cluster() string { return *b.cluster.Load() }
 // reserves nothing. A context cancelled while waiting returns the context's
 // error and releases the slot. After the Engine is closed, Wait fails with
 // errors.ErrClosed.
+//
+// Its request is of the class WithClass sets on ctx, ClassRead if none.
 func (b *Budget) Wait(ctx context.Context) error {
 	return b.wait(ctx, nil)
 }
 
 // wait is Wait that also gives up, releasing its slot, when stop is closed.
 func (b *Budget) wait(ctx context.Context, stop <-chan struct{}) error {
-	_, err := b.admit(ctx, stop, false)
+	_, err := b.admit(ctx, stop, false, classFromContext(ctx, ClassRead))
 	return err
 }
 
 // admit takes a seat, when seated and the budget has a concurrency limit,
-// then a slot, and returns the seat once the request may leave: the store
-// let it go, and so do this process's own sends (see ownSends). On
-// failure it holds nothing.
-func (b *Budget) admit(ctx context.Context, stop <-chan struct{}, seated bool) (seat, error) {
+// then a slot, for a request of class c, and returns the seat once the
+// request may leave: the store let it go, and so do this process's own
+// sends (see ownSends). On failure it holds nothing.
+func (b *Budget) admit(ctx context.Context, stop <-chan struct{}, seated bool, c Class) (seat, error) {
 	l := b.l
 	if l.isClosed() {
 		return seat{}, errClosed
@@ -93,7 +102,7 @@ func (b *Budget) admit(ctx context.Context, stop <-chan struct{}, seated bool) (
 	if err := ctx.Err(); err != nil {
 		return seat{}, err
 	}
-	var w waitLimits
+	w := waitLimits{class: c}
 	b.limits(ctx, &w)
 	if l.own == nil {
 		return b.admitStored(ctx, stop, &w, seated)
@@ -123,7 +132,7 @@ func (b *Budget) admitStored(ctx context.Context, stop <-chan struct{}, w *waitL
 			return b.admitShared(ctx, stop, *w)
 		}
 		var ok bool
-		if st, ok = b.seats.tryTake(l.clock.Now()); !ok {
+		if st, ok = b.seats.tryTake(l.clock.Now(), w.class); !ok {
 			var err error
 			if st, err = b.waitSeat(ctx, stop, w, true); err != nil {
 				return seat{}, err
@@ -151,8 +160,8 @@ func (b *Budget) slot(ctx context.Context, stop <-chan struct{}, w *waitLimits, 
 		if w.seatWait > 0 {
 			reason = WaitSeat
 		}
-		l.observer.Admitted(b.Cluster(), b.key, w.seatWait, reason)
-		b.logSlow(w.seatWait, reason)
+		l.observer.Admitted(b.Cluster(), b.key, w.class, w.seatWait, reason)
+		b.logSlow(w.seatWait, reason, w.class)
 		return nil
 	}
 	return b.sleep(ctx, stop, res, *w, st)
@@ -174,9 +183,16 @@ func (b *Budget) reserve(ctx context.Context, w *waitLimits, deferred bool) (sto
 	}
 	if !res.OK {
 		if res.Wait <= maxWait {
-			return res, b.refuseByStore(res.Wait)
+			return res, b.refuseByStore(res.Wait, w.class)
 		}
 		return res, b.refuse(res.Wait, *w, slotWaitFor(res.Cooldown))
+	}
+	if w.class == ClassEvent && l.classes != nil && res.Cooldown && res.Wait > 0 {
+		// Events give way first: none waits out a cooldown.
+		if res.ID != 0 {
+			b.release(ctx, res.ID)
+		}
+		return store.Reservation{}, b.refuse(res.Wait, *w, rlerrors.WaitingForCooldown)
 	}
 	return res, nil
 }
@@ -192,6 +208,7 @@ func slotWaitFor(cooldown bool) rlerrors.WaitingFor {
 
 // waitLimits is how long a request may wait, and why.
 type waitLimits struct {
+	class      Class         // the request's
 	start      time.Time     // read when needed: for a deadline, or on deferral
 	limit      time.Duration // the tighter of max wait and deadline
 	maxWait    time.Duration // the max wait in force, 0 when there is none
@@ -206,6 +223,9 @@ func (b *Budget) limits(ctx context.Context, w *waitLimits) {
 	if d, ok := b.l.maxWaitFor(ctx); ok {
 		w.maxWait, w.limit = d, d
 	}
+	if w.class == ClassEvent && b.l.classes != nil && EventMaxWait < w.limit {
+		w.maxWait, w.limit = EventMaxWait, EventMaxWait
+	}
 	if dl, ok := ctx.Deadline(); ok {
 		w.start = b.l.clock.Now()
 		if left := max(dl.Sub(w.start), 0); left < w.limit {
@@ -214,11 +234,20 @@ func (b *Budget) limits(ctx context.Context, w *waitLimits) {
 	}
 }
 
+// deadline returns the instant w's limit ends, zero when there is none.
+// w.start must be set.
+func (w *waitLimits) deadline() time.Time {
+	if w.limit == store.NoMaxWait {
+		return time.Time{}
+	}
+	return w.start.Add(w.limit)
+}
+
 // refuse returns the error of a request whose slot is wait away, beyond
 // the limits w, waiting for what.
 func (b *Budget) refuse(wait time.Duration, w waitLimits, what rlerrors.WaitingFor) error {
-	b.l.observer.Rejected(b.Cluster(), b.key, wait)
-	e := &rlerrors.RateLimitExceededError{Cluster: b.Cluster(), Key: b.key, Wait: wait, MaxWait: w.maxWait, WaitingFor: what}
+	b.l.observer.Rejected(b.Cluster(), b.key, w.class, wait)
+	e := &rlerrors.RateLimitExceededError{Cluster: b.Cluster(), Key: b.key, Wait: wait, MaxWait: w.maxWait, WaitingFor: what, Class: w.class.String()}
 	if w.byDeadline {
 		e.Err = context.DeadlineExceeded
 	}
@@ -228,9 +257,9 @@ func (b *Budget) refuse(wait time.Duration, w waitLimits, what rlerrors.WaitingF
 // refuseByStore returns the error of a request whose slot is wait away,
 // within its limits, that the store refused by itself (package fake's
 // scripted refusals): the error names no maximum wait and no deadline.
-func (b *Budget) refuseByStore(wait time.Duration) error {
-	b.l.observer.Rejected(b.Cluster(), b.key, wait)
-	return &rlerrors.RateLimitExceededError{Cluster: b.Cluster(), Key: b.key, Wait: wait, ByStore: true}
+func (b *Budget) refuseByStore(wait time.Duration, c Class) error {
+	b.l.observer.Rejected(b.Cluster(), b.key, c, wait)
+	return &rlerrors.RateLimitExceededError{Cluster: b.Cluster(), Key: b.key, Wait: wait, ByStore: true, Class: c.String()}
 }
 
 // sleep waits for the slot of reservation res, confirming it when the
@@ -252,8 +281,9 @@ func (b *Budget) sleep(ctx context.Context, stop <-chan struct{}, res store.Rese
 	}
 
 	wait := res.Wait
+	var sl *sleeper // with traffic classes, once it sleeps
 	for {
-		if quit := b.pause(ctx, stop, wait); quit != nil {
+		if quit := b.pauseSlot(ctx, stop, &sl, &res, wait, w); quit != nil {
 			b.release(ctx, res.ID)
 			return quit
 		}
@@ -274,8 +304,8 @@ func (b *Budget) sleep(ctx context.Context, stop <-chan struct{}, res store.Rese
 		if left == 0 {
 			waited := l.clock.Since(w.start)
 			reason := b.reason(res.Cooldown, w.seatWait, waited)
-			l.observer.Admitted(b.Cluster(), b.key, waited, reason)
-			b.logSlow(waited, reason)
+			l.observer.Admitted(b.Cluster(), b.key, w.class, waited, reason)
+			b.logSlow(waited, reason, w.class)
 			return nil
 		}
 		if st != nil {
@@ -294,6 +324,19 @@ func (b *Budget) sleep(ctx context.Context, stop <-chan struct{}, res store.Rese
 		}
 		wait = left
 	}
+}
+
+// pauseSlot is pause for the slot of *res, trading it with the budget's
+// other sleepers (see exchange) when it has traffic classes: *sl is the
+// request's sleeper, made when first needed.
+func (b *Budget) pauseSlot(ctx context.Context, stop <-chan struct{}, sl **sleeper, res *store.Reservation, d time.Duration, w waitLimits) error {
+	if b.exchange == nil || d <= 0 {
+		return b.pause(ctx, stop, d)
+	}
+	if *sl == nil {
+		*sl = b.exchange.join(w.class, w.deadline())
+	}
+	return b.pauseTrading(ctx, stop, *sl, res, d, b.movedSignal())
 }
 
 // pause waits for d, or until a cooldown may have moved the waiter's
@@ -383,7 +426,7 @@ func (b *Budget) wake() {
 
 // logSlow logs a wait longer than slowWait, at most once per slowWait per
 // budget, naming the budget and what made it wait.
-func (b *Budget) logSlow(waited time.Duration, reason WaitReason) {
+func (b *Budget) logSlow(waited time.Duration, reason WaitReason, c Class) {
 	if waited <= slowWait {
 		return
 	}
@@ -393,7 +436,7 @@ func (b *Budget) logSlow(waited time.Duration, reason WaitReason) {
 		return
 	}
 	b.l.log.Info("Waited before sending a request", "waited", waited.Round(time.Millisecond),
-		"reason", reason.String(), "cluster", b.Cluster(), "budget", b.key)
+		"reason", reason.String(), "class", c.String(), "cluster", b.Cluster(), "budget", b.key)
 }
 
 // Engine returns the Engine the budget belongs to.

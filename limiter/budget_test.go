@@ -215,14 +215,14 @@ type countingObserver struct {
 	e *events
 }
 
-func (o countingObserver) Admitted(_, _ string, wait time.Duration, _ limiter.WaitReason) {
+func (o countingObserver) Admitted(_, _ string, _ limiter.Class, wait time.Duration, _ limiter.WaitReason) {
 	if wait == 0 {
 		o.e.admitted++
 	} else {
 		o.e.deferred++
 	}
 }
-func (o countingObserver) Rejected(string, string, time.Duration) { o.e.rejected++ }
+func (o countingObserver) Rejected(string, string, limiter.Class, time.Duration) { o.e.rejected++ }
 
 func TestSlowWaitIsLoggedOncePerSecond(t *testing.T) {
 	var lines []string
@@ -326,7 +326,7 @@ type reasonObserver struct {
 	reasons []limiter.WaitReason
 }
 
-func (o *reasonObserver) Admitted(_, _ string, _ time.Duration, r limiter.WaitReason) {
+func (o *reasonObserver) Admitted(_, _ string, _ limiter.Class, _ time.Duration, r limiter.WaitReason) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.reasons = append(o.reasons, r)

@@ -53,6 +53,10 @@ type Options struct {
 	// Concurrency limits each budget's requests in flight through a
 	// Transport. Default: no limit.
 	Concurrency Concurrency
+	// Classes, when set, shares each budget's rate slots and seats among
+	// the traffic classes of the requests that wait, by these weights (see
+	// Class). Default: none; all requests wait in one line.
+	Classes *Weights
 }
 
 // Engine shares budgets between clients. It is safe for concurrent use;
@@ -71,6 +75,7 @@ type Engine struct {
 	exempt   []func(*http.Request) bool
 
 	concurrency Concurrency
+	classes     *Weights // nil: one line
 
 	budgets sync.Map // key -> *Budget
 
@@ -95,6 +100,7 @@ func New(s store.Store, opts Options) *Engine {
 		done:     make(chan struct{}),
 
 		concurrency: opts.Concurrency,
+		classes:     opts.Classes,
 	}
 	l.sender, _ = s.(store.Sender)
 	if l.clock == nil {

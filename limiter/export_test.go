@@ -6,3 +6,6 @@ func SetSeatLimit(b *Budget, n int) {
 	defer b.seats.mu.Unlock()
 	b.seats.ctl.limit = float64(n)
 }
+
+// ClassOf is classOf, for tests.
+var ClassOf = classOf

@@ -6,12 +6,12 @@ import "time"
 // tests. Its methods are called on the request's goroutine and must return
 // quickly. Implementations must be safe for concurrent use.
 type Observer interface {
-	// Admitted reports a counted request that was sent after waiting wait
-	// (0: admitted at once) for reason.
-	Admitted(cluster, key string, wait time.Duration, reason WaitReason)
-	// Rejected reports a counted request that failed with a
+	// Admitted reports a counted request of class c that was sent after
+	// waiting wait (0: admitted at once) for reason.
+	Admitted(cluster, key string, c Class, wait time.Duration, reason WaitReason)
+	// Rejected reports a counted request of class c that failed with a
 	// RateLimitExceededError telling it to retry after retryAfter.
-	Rejected(cluster, key string, retryAfter time.Duration)
+	Rejected(cluster, key string, c Class, retryAfter time.Duration)
 	// Exempt reports a request that passed without counting.
 	Exempt(cluster, key string)
 	// Throttled reports a server's throttling answer (429, or 503 with
@@ -52,7 +52,7 @@ func (r WaitReason) String() string {
 // some of the methods.
 type NopObserver struct{}
 
-func (NopObserver) Admitted(string, string, time.Duration, WaitReason) {}
-func (NopObserver) Rejected(string, string, time.Duration)             {}
-func (NopObserver) Exempt(string, string)                              {}
-func (NopObserver) Throttled(string, string, int, time.Duration)       {}
+func (NopObserver) Admitted(string, string, Class, time.Duration, WaitReason) {}
+func (NopObserver) Rejected(string, string, Class, time.Duration)             {}
+func (NopObserver) Exempt(string, string)                                     {}
+func (NopObserver) Throttled(string, string, int, time.Duration)              {}

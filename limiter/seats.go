@@ -59,16 +59,28 @@ type SeatStatus struct {
 	InUse int
 	// Waiting is the number of requests waiting for a seat.
 	Waiting int
+	// ByClass is the use of the seats by each traffic class: requests in
+	// flight (sent, their responses not finished) and waiting for a seat.
+	ByClass [NumClasses]ClassSeats
+}
+
+// ClassSeats is one traffic class's use of a budget's seats.
+type ClassSeats struct {
+	InFlight, Waiting int
 }
 
 // seats is a budget's concurrency limit: a semaphore whose size the
-// control sets, served first come, first served. mu guards everything; it
-// is held for bookkeeping only, never while waiting.
+// control sets, served first come, first served within a traffic class,
+// and among the classes that wait by their weights (fair; nil: one line
+// for all). mu guards everything; it is held for bookkeeping only, never
+// while waiting.
 type seats struct {
 	mu       sync.Mutex
-	inUse    int       // seats held
-	sentSeqs []uint64  // the sequence numbers of those held by requests sent, in the order sent
-	waiting  list.List // *seatWaiter, in arrival order
+	inUse    int                   // seats held
+	sentSeqs []uint64              // the sequence numbers of those held by requests sent, in the order sent
+	waiting  [NumClasses]list.List // *seatWaiter, in arrival order, by class (all in 0 without fair)
+	inFlight [NumClasses]int       // requests sent and not finished, by class
+	fair     *fairShare            // shares the seats among the classes that wait; nil: one line
 	ctl      control
 	hold     time.Duration // moving average of how long a seat is held
 
@@ -92,6 +104,7 @@ type seats struct {
 // seat is given to it (granted is then set, under seats.mu).
 type seatWaiter struct {
 	ready   chan struct{}
+	class   Class
 	granted bool
 	seat    seat
 }
@@ -99,6 +112,7 @@ type seatWaiter struct {
 // seat is a seat held by one request. The zero seat holds nothing.
 type seat struct {
 	s      *seats
+	class  Class     // its request's
 	seq    uint64    // the order of taking, to cut once per burst of throttles
 	peers  int       // requests in flight when it was sent, itself included; 0: not sent
 	own    int       // this process's among them
@@ -151,14 +165,56 @@ func (s *seats) adopt(cut store.SeatCut, now time.Time) {
 	s.ctl.adopt(cut, processes, now)
 }
 
-// tryTake takes a seat if one is free and nobody is waiting before.
-func (s *seats) tryTake(now time.Time) (seat, bool) {
+// tryTake takes a seat for a request of class c if one is free and
+// nobody is waiting before.
+func (s *seats) tryTake(now time.Time, c Class) (seat, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.waiting.Len() > 0 || s.inUse >= s.capLocked() {
+	if s.queuedLocked() > 0 || s.inUse >= s.capLocked() {
 		return seat{}, false
 	}
-	return s.takeLocked(now), true
+	return s.takeLocked(now, c), true
+}
+
+// queuedLocked returns the number of requests waiting for a seat. s.mu
+// must be held.
+func (s *seats) queuedLocked() int {
+	n := 0
+	for i := range s.waiting {
+		n += s.waiting[i].Len()
+	}
+	return n
+}
+
+// line returns the queue of the waiters of class c.
+func (s *seats) line(c Class) *list.List {
+	if s.fair == nil {
+		return &s.waiting[0]
+	}
+	return &s.waiting[c]
+}
+
+// nextLocked returns the queue whose first waiter is given the next
+// seat, nil when nobody waits. s.mu must be held.
+func (s *seats) nextLocked() *list.List {
+	if s.fair == nil {
+		if s.waiting[0].Len() == 0 {
+			return nil
+		}
+		return &s.waiting[0]
+	}
+	var w classSet
+	for c := range Class(NumClasses) {
+		if s.waiting[c].Len() > 0 {
+			w = w.with(c)
+		}
+	}
+	c, ok := s.fair.pick(w)
+	if !ok {
+		return nil
+	}
+	s.fair.charge(c)
+	return &s.waiting[c]
 }
 
 // takeLocked takes a seat. Its sequence number is taken now, not when
@@ -166,9 +222,9 @@ func (s *seats) tryTake(now time.Time) (seat, bool) {
 // burst that drew it, however long its slot then took (with a shared
 // store, a round trip), and its throttle must not cut again. s.mu must be
 // held.
-func (s *seats) takeLocked(now time.Time) seat {
+func (s *seats) takeLocked(now time.Time, c Class) seat {
 	s.inUse++
-	return seat{s: s, seq: s.ctl.seated(), since: now}
+	return seat{s: s, class: c, seq: s.ctl.seated(), since: now}
 }
 
 // send marks the seat's request as sent: its slot has come. Its peers are
@@ -217,6 +273,7 @@ func (st *seat) unsend() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.unsendLocked(st.seq)
+	s.inFlight[st.class]--
 	st.peers, st.own, st.others = 0, 0, 0
 }
 
@@ -224,11 +281,11 @@ func (st *seat) unsend() {
 // next free seat first in line, for a seat holder that may not send yet
 // (see roomToSend).
 func (s *seats) requeue(st seat, now time.Time) (*seatWaiter, *list.Element) {
-	w := &seatWaiter{ready: make(chan struct{})}
+	w := &seatWaiter{ready: make(chan struct{}), class: st.class}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.inUse--
-	e := s.waiting.PushFront(w)
+	e := s.line(st.class).PushFront(w)
 	s.grantLocked(now)
 	return w, e
 }
@@ -237,6 +294,7 @@ func (s *seats) requeue(st seat, now time.Time) (*seatWaiter, *list.Element) {
 func (st *seat) sendLocked() {
 	s := st.s
 	s.sentSeqs = append(s.sentSeqs, st.seq)
+	s.inFlight[st.class]++
 	inFlight := len(s.sentSeqs)
 	share, n := s.shareLocked()
 	st.others = max(s.ctl.seats()-share, 0)
@@ -263,15 +321,15 @@ func (s *seats) unsendLocked(seq uint64) (older int) {
 	return older
 }
 
-// enqueue queues a waiter for the next free seat. The seats held may all
-// have been given back since the caller found none free, and nobody else
-// would then grant this waiter one: it is granted at once when a seat is
-// free.
-func (s *seats) enqueue(now time.Time) (*seatWaiter, *list.Element) {
-	w := &seatWaiter{ready: make(chan struct{})}
+// enqueue queues a waiter of class c for the next free seat. The seats
+// held may all have been given back since the caller found none free, and
+// nobody else would then grant this waiter one: it is granted at once when
+// a seat is free.
+func (s *seats) enqueue(now time.Time, c Class) (*seatWaiter, *list.Element) {
+	w := &seatWaiter{ready: make(chan struct{}), class: c}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e := s.waiting.PushBack(w)
+	e := s.line(c).PushBack(w)
 	s.grantLocked(now)
 	return w, e
 }
@@ -284,7 +342,7 @@ func (s *seats) leave(w *seatWaiter, e *list.Element, now time.Time) (seat, bool
 	if w.granted {
 		return w.seat, true
 	}
-	s.waiting.Remove(e)
+	s.line(w.class).Remove(e)
 	// The waiter may have been the head holding back a free seat.
 	s.grantLocked(now)
 	return seat{}, false
@@ -295,17 +353,18 @@ func (s *seats) leave(w *seatWaiter, e *list.Element, now time.Time) (seat, bool
 func (s *seats) grantLocked(now time.Time) (granted bool) {
 	share := s.capLocked()
 	for s.inUse < share {
-		e := s.waiting.Front()
-		if e == nil {
+		q := s.nextLocked()
+		if q == nil {
 			return granted
 		}
-		s.waiting.Remove(e)
+		e := q.Front()
+		q.Remove(e)
 		w := e.Value.(*seatWaiter)
-		w.seat, w.granted = s.takeLocked(now), true
+		w.seat, w.granted = s.takeLocked(now, w.class), true
 		close(w.ready)
 		granted = true
 	}
-	if share == 0 && s.waiting.Len() > 0 {
+	if share == 0 && s.queuedLocked() > 0 {
 		s.recheckLocked()
 	}
 	return granted
@@ -378,6 +437,7 @@ func (s *seats) freeSeat(st seat, o outcome, now time.Time) (cut store.SeatCut, 
 	var older int
 	if st.peers != 0 {
 		older = s.unsendLocked(st.seq)
+		s.inFlight[st.class]--
 	}
 	if o != outcomeUnsent {
 		held := now.Sub(st.since)
@@ -411,7 +471,19 @@ func (s *seats) freeSeat(st seat, o outcome, now time.Time) (cut store.SeatCut, 
 func (s *seats) status() SeatStatus {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return SeatStatus{Limit: s.ctl.seats(), Share: s.capLocked(), InUse: s.inUse, Waiting: s.waiting.Len()}
+	st := SeatStatus{Limit: s.ctl.seats(), Share: s.capLocked(), InUse: s.inUse, Waiting: s.queuedLocked()}
+	for c := range Class(NumClasses) {
+		st.ByClass[c].InFlight = s.inFlight[c]
+	}
+	for e := s.waiting[0].Front(); s.fair == nil && e != nil; e = e.Next() {
+		st.ByClass[e.Value.(*seatWaiter).class].Waiting++
+	}
+	for c := range Class(NumClasses) {
+		if s.fair != nil {
+			st.ByClass[c].Waiting = s.waiting[c].Len()
+		}
+	}
+	return st
 }
 
 // estimate returns how long a newcomer would wait for a seat, from the
@@ -420,7 +492,7 @@ func (s *seats) status() SeatStatus {
 func (s *seats) estimate() time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	rounds := s.waiting.Len()/max(s.capLocked(), 1) + 1
+	rounds := s.queuedLocked()/max(s.capLocked(), 1) + 1
 	d := time.Duration(rounds) * max(s.hold, time.Millisecond)
 	if s.shared != nil {
 		d += s.shared.ShareWait(s.key)

@@ -17,13 +17,13 @@ import (
 func TestSeatFreedBeforeTheWaiterQueuesIsGrantedToIt(t *testing.T) {
 	now := time.Unix(0, 0)
 	s := &seats{ctl: newControl(Concurrency{Fixed: 1}, now), clock: clocktesting.NewFakeClock(now)}
-	held, ok := s.tryTake(now)
+	held, ok := s.tryTake(now, ClassWrite)
 	require.True(t, ok)
-	_, ok = s.tryTake(now)
+	_, ok = s.tryTake(now, ClassWrite)
 	require.False(t, ok, "the only seat is held")
 
 	held.free(outcomeUnsent) // given back before the second request queues
-	w, _ := s.enqueue(now)
+	w, _ := s.enqueue(now, ClassWrite)
 
 	select {
 	case <-w.ready:
@@ -67,7 +67,7 @@ func TestSharedThrottleCutsToTheRequestsRunningOnceTheProcessesAgree(t *testing.
 	s := &seats{ctl: newControl(Concurrency{Adaptive: true}, now), clock: clocktesting.NewFakeClock(now), shared: halves{}}
 	s.ctl.limit = 6 // this process's share: 3
 
-	st, ok := s.tryTake(now)
+	st, ok := s.tryTake(now, ClassWrite)
 	require.True(t, ok)
 	st.send()
 	assert.Equal(t, 1+3, st.peers, "before they agree: the others may hold as many as they believe the limit to be")
@@ -105,7 +105,7 @@ func sendSeats(t *testing.T, s *seats, now time.Time, n int) []seat {
 	t.Helper()
 	var sent []seat
 	for range n {
-		st, ok := s.tryTake(now)
+		st, ok := s.tryTake(now, ClassWrite)
 		require.True(t, ok)
 		st.send()
 		sent = append(sent, st)
@@ -124,11 +124,11 @@ func TestSeatHoldersOverALimitCutSinceWaitForRoom(t *testing.T) {
 	sent := sendSeats(t, s, now, 2)
 	var holders []seat // waiting for their slot, unsent
 	for range 4 {
-		st, ok := s.tryTake(now)
+		st, ok := s.tryTake(now, ClassWrite)
 		require.True(t, ok)
 		holders = append(holders, st)
 	}
-	queued, _ := s.enqueue(now) // a request that found no seat
+	queued, _ := s.enqueue(now, ClassWrite) // a request that found no seat
 
 	sent[1].free(outcomeThrottled)
 	require.Equal(t, 1, s.ctl.seats(), "cut to the request running when the server refused")
@@ -180,9 +180,9 @@ func TestNoSeatUntilTheProcessesSharingTheLimitAreCounted(t *testing.T) {
 	clk := clocktesting.NewFakeClock(now)
 	sh := &counting{}
 	s := &seats{ctl: newControl(Concurrency{Fixed: 4}, now), clock: clk, shared: sh, slotFirst: true}
-	_, ok := s.tryTake(now)
+	_, ok := s.tryTake(now, ClassWrite)
 	require.False(t, ok, "no seat before the processes are counted")
-	w, _ := s.enqueue(now)
+	w, _ := s.enqueue(now, ClassWrite)
 
 	sh.share.Store(2)
 	sh.processes.Store(2)
@@ -196,8 +196,8 @@ func TestNoSeatUntilTheProcessesSharingTheLimitAreCounted(t *testing.T) {
 	}
 
 	seatFirst := &seats{ctl: newControl(Concurrency{Fixed: 4}, now), clock: clk, shared: &counting{}}
-	_, ok = seatFirst.tryTake(now)
+	_, ok = seatFirst.tryTake(now, ClassWrite)
 	assert.True(t, ok, "one seat, for the request whose slot counts the processes")
-	_, ok = seatFirst.tryTake(now)
+	_, ok = seatFirst.tryTake(now, ClassWrite)
 	assert.False(t, ok, "only one")
 }

@@ -142,7 +142,8 @@ func TestSeatsNeverMoreInFlightThanTheLimitServedInOrder(t *testing.T) {
 		require.Eventually(t, func() bool { return b.Seats().Waiting == i-2 }, 5*time.Second, time.Millisecond)
 	}
 	srv.none(t)
-	assert.Equal(t, limiter.SeatStatus{Limit: 3, Share: 3, InUse: 3, Waiting: 7}, b.Seats())
+	assert.Equal(t, limiter.SeatStatus{Limit: 3, Share: 3, InUse: 3, Waiting: 7,
+		ByClass: [limiter.NumClasses]limiter.ClassSeats{limiter.ClassRead: {InFlight: 3, Waiting: 7}}}, b.Seats())
 
 	// Each seat that frees goes to the head of the line.
 	queue := first

@@ -37,7 +37,7 @@ func (b *Budget) waitSeat(ctx context.Context, stop <-chan struct{}, w *waitLimi
 		// the processes sharing the limit, and so made this process's
 		// share.
 		if cooldown == 0 {
-			if st, ok := b.seats.tryTake(now); ok {
+			if st, ok := b.seats.tryTake(now, w.class); ok {
 				return st, nil
 			}
 		}
@@ -48,7 +48,7 @@ func (b *Budget) waitSeat(ctx context.Context, stop <-chan struct{}, w *waitLimi
 	}
 	defer l.waiters.Done()
 
-	sw, e := b.seats.enqueue(l.clock.Now())
+	sw, e := b.seats.enqueue(l.clock.Now(), w.class)
 	return b.inLine(ctx, stop, w, sw, e)
 }
 

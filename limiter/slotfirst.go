@@ -32,14 +32,14 @@ func (b *Budget) admitShared(ctx context.Context, stop <-chan struct{}, w waitLi
 	if w.start.IsZero() {
 		w.start = l.clock.Now()
 	}
-	if st, ok := b.seats.tryTake(w.start); ok {
+	if st, ok := b.seats.tryTake(w.start, w.class); ok {
 		res, err := b.reserve(ctx, &w, false)
 		if err != nil {
 			st.free(outcomeUnsent)
 			return seat{}, err
 		}
 		if res.Wait == 0 {
-			l.observer.Admitted(b.Cluster(), b.key, 0, WaitNone)
+			l.observer.Admitted(b.Cluster(), b.key, w.class, 0, WaitNone)
 			st.send()
 			return st, nil
 		}
@@ -69,15 +69,15 @@ func (b *Budget) admitShared(ctx context.Context, stop <-chan struct{}, w waitLi
 	if res.ID != 0 {
 		l.sender.Sent(b.key, res.ID)
 	}
-	l.observer.Admitted(b.Cluster(), b.key, w.seatWait, WaitSeat)
-	b.logSlow(w.seatWait, WaitSeat)
+	l.observer.Admitted(b.Cluster(), b.key, w.class, w.seatWait, WaitSeat)
+	b.logSlow(w.seatWait, WaitSeat, w.class)
 	return st, nil
 }
 
 // seatAtSlot waits for the slot of res, ahead, holding no seat, then for
 // a seat, and confirms the slot with the store holding it.
 func (b *Budget) seatAtSlot(ctx context.Context, stop <-chan struct{}, res store.Reservation, w waitLimits) (seat, error) {
-	if err := b.await(ctx, stop, res.Wait); err != nil {
+	if err := b.awaitSlot(ctx, stop, &res, w); err != nil {
 		b.release(ctx, res.ID)
 		return seat{}, err
 	}
@@ -110,6 +110,21 @@ func (b *Budget) await(ctx context.Context, stop <-chan struct{}, d time.Duratio
 	}
 	defer l.waiters.Done()
 	return b.waitFor(ctx, stop, d, nil)
+}
+
+// awaitSlot waits for the slot of *res, res.Wait away, holding no seat,
+// trading it with the budget's other sleepers (see exchange) when it has
+// traffic classes.
+func (b *Budget) awaitSlot(ctx context.Context, stop <-chan struct{}, res *store.Reservation, w waitLimits) error {
+	if b.exchange == nil || res.Wait <= 0 {
+		return b.await(ctx, stop, res.Wait)
+	}
+	l := b.l
+	if !l.addWaiter() {
+		return errClosed
+	}
+	defer l.waiters.Done()
+	return b.pauseTrading(ctx, stop, b.exchange.join(w.class, w.deadline()), res, res.Wait, nil)
 }
 
 // isClosed reports whether c is closed.

@@ -103,7 +103,8 @@ func TestSeatWaiterGivingUpSendsNothingAndLeavesTheLine(t *testing.T) {
 	clk.Step(time.Second)
 	rle := harness.RateLimitExceeded(t, harness.Result(t, second))
 	assert.Equal(t, time.Second, rle.MaxWait)
-	assert.Equal(t, limiter.SeatStatus{Limit: 1, Share: 1, InUse: 1}, b.Seats(), "its place in line is gone")
+	assert.Equal(t, limiter.SeatStatus{Limit: 1, Share: 1, InUse: 1,
+		ByClass: [limiter.NumClasses]limiter.ClassSeats{limiter.ClassRead: {InFlight: 1}}}, b.Seats(), "its place in line is gone")
 	_, sent := st.counts()
 	assert.Zero(t, sent, "nothing was sent")
 

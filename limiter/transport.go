@@ -56,7 +56,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		b.l.observer.Exempt(b.Cluster(), b.key)
 	} else {
 		var err error
-		if st, err = b.admit(req.Context(), nil, b.seats != nil && holdsSeat(req)); err != nil {
+		if st, err = b.admit(req.Context(), nil, b.seats != nil && holdsSeat(req), classOf(req)); err != nil {
 			if req.Body != nil {
 				req.Body.Close()
 			}

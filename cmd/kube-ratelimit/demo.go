@@ -9,6 +9,9 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/k8sratelimit/k8sratelimit"
@@ -36,7 +39,7 @@ func parseDemoFlags(args []string, stderr io.Writer) (demoOptions, error) {
 	o := demoOptions{runFlags: runFlags{workers: 50, duration: 8 * time.Second, limit: 20, timespan: 100 * time.Millisecond}}
 	fs := newFlagSet("demo", "Runs a load against a simulated API server (8 seats; a ninth request in flight is\nanswered 429) through the limiter configured from the environment, and ends with\na table of what happened. -compare runs the same load without it, side by side.", stderr)
 	o.register(fs)
-	fs.BoolVar(&o.compare, "compare", false, "also run the same load through k8sratelimit with the concurrency limit off, with client-go's default limiter, and with no limiter, side by side")
+	fs.BoolVar(&o.compare, "compare", false, "also run the same load through k8sratelimit with the concurrency limit off and with the traffic classes off, with client-go's default limiter, and with no limiter, side by side")
 	if err := parseFlags(fs, args); err != nil {
 		return o, err
 	}
@@ -70,7 +73,7 @@ func demoCmd(args, environ []string, stdout, stderr io.Writer) int {
 
 	fmt.Fprintf(stdout, "Simulated API server: %d seats, %d queued, %v per request (about %d requests/s); excess answered 429, Retry-After: 1.\n",
 		simSeats, simQueue, simService, int(time.Second/simService)*simSeats)
-	fmt.Fprintf(stdout, "Load: %d workers, each with its own clientset, listing pods for %v.\n", o.workers, o.duration)
+	fmt.Fprintf(stdout, "Load: %d workers, each with its own clientset, for %v: one in ten updates a pod, one in ten writes events, the others list pods.\n", o.workers, o.duration)
 	fmt.Fprintf(stdout, "Budget: %d requests per %v (%s strategy, max wait %s).\n\n", cfg.Limit, cfg.Timespan, cfg.Strategy, maxWaitText(cfg))
 
 	var results []demoResult
@@ -87,8 +90,34 @@ func demoCmd(args, environ []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// stormCall returns worker i's call in the demo's load: one worker in
+// ten updates a pod, as a reconciler does, one in ten writes an event, as
+// its recorder does, and the others list pods, as relisting informers do.
+func stormCall(i int) func(ctx context.Context, cs kubernetes.Interface) error {
+	switch i % 10 {
+	case 0:
+		return updatePod
+	case 1:
+		return writeEvent
+	}
+	return listPods
+}
+
+// updatePod updates a pod.
+func updatePod(ctx context.Context, cs kubernetes.Interface) error {
+	_, err := cs.CoreV1().Pods("default").Update(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "default"}}, metav1.UpdateOptions{})
+	return err
+}
+
+// writeEvent writes an event.
+func writeEvent(ctx context.Context, cs kubernetes.Interface) error {
+	_, err := cs.CoreV1().Events("default").Create(ctx, &corev1.Event{ObjectMeta: metav1.ObjectMeta{GenerateName: "demo-", Namespace: "default"}}, metav1.CreateOptions{})
+	return err
+}
+
 // demoModes returns the ways to run the load: through k8sratelimit with
-// cfg, then (with -compare) with client-go's default limiter and with none.
+// cfg, then (with -compare) with its concurrency limit off, with its
+// traffic classes off, with client-go's default limiter and with none.
 func demoModes(o demoOptions, cfg k8sratelimit.Config) []demoMode {
 	through := func(cfg k8sratelimit.Config) func(rc *rest.Config, st *stats) (*instants, func(), error) {
 		return func(rc *rest.Config, st *stats) (*instants, func(), error) {
@@ -105,8 +134,11 @@ func demoModes(o demoOptions, cfg k8sratelimit.Config) []demoMode {
 	if o.compare {
 		rateOnly := cfg
 		rateOnly.Concurrency, rateOnly.MaxConcurrency = k8sratelimit.ConcurrencyOff, 0
+		oneLine := cfg
+		oneLine.ClassesOff, oneLine.ClassWeights = true, k8sratelimit.ClassWeights{}
 		modes = append(modes,
 			demoMode{"concurrency off", through(rateOnly)},
+			demoMode{"classes off", through(oneLine)},
 			demoMode{"client-go default", func(*rest.Config, *stats) (*instants, func(), error) { return nil, func() {}, nil }},
 			demoMode{"no limiter", func(rc *rest.Config, _ *stats) (*instants, func(), error) {
 				rc.QPS = -1
@@ -144,7 +176,7 @@ func runDemoMode(m demoMode, o demoOptions, stdout io.Writer) (demoResult, error
 	}
 
 	p := newProgress(stdout, m.name, o.duration)
-	err = runLoad(context.Background(), rc, loadSpec{workers: o.workers, duration: o.duration, call: listPods}, st,
+	err = runLoad(context.Background(), rc, loadSpec{workers: o.workers, duration: o.duration, callOf: stormCall}, st,
 		func(start, now time.Time) {
 			p.update(now, now.Sub(start), snapshotOf(st, start, now, int64(srv.Rejected())))
 		}, p.interval())

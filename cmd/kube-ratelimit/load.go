@@ -24,11 +24,12 @@ import (
 type loadSpec struct {
 	workers  int
 	duration time.Duration
-	// call is one read-only call by one worker.
-	call func(ctx context.Context, cs kubernetes.Interface) error
+	// call is one call by one worker; callOf, when set, is worker i's.
+	call   func(ctx context.Context, cs kubernetes.Interface) error
+	callOf func(i int) func(ctx context.Context, cs kubernetes.Interface) error
 }
 
-// listPods is the demo's call.
+// listPods lists the pods of a namespace.
 func listPods(ctx context.Context, cs kubernetes.Interface) error {
 	_, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
 	return err
@@ -53,7 +54,13 @@ type stats struct {
 
 	mu    sync.Mutex
 	waits []time.Duration // of deferred requests
-	slots []time.Time     // instants waiting calls or workers wait for
+	// byClass are the waits of the requests of each traffic class, those
+	// admitted at once counting as 0, and how many were refused.
+	byClass [limiter.NumClasses]struct {
+		waits   []time.Duration
+		refused int
+	}
+	slots []time.Time // instants waiting calls or workers wait for
 
 	seats func() limiter.SeatStatus // the budget's seats; nil without k8sratelimit
 }
@@ -104,17 +111,38 @@ func (s *stats) nextSlot(now time.Time) (time.Time, bool) {
 	return slices.MinFunc(s.slots, time.Time.Compare), true
 }
 
-func (s *stats) Admitted(_, _ string, wait time.Duration, _ limiter.WaitReason) {
+func (s *stats) Admitted(_, _ string, c limiter.Class, wait time.Duration, _ limiter.WaitReason) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.byClass[c].waits = append(s.byClass[c].waits, wait)
 	if wait == 0 {
 		s.atOnce.Add(1)
 		return
 	}
 	s.deferred.Add(1)
-	s.mu.Lock()
 	s.waits = append(s.waits, wait)
-	s.mu.Unlock()
 }
-func (s *stats) Rejected(string, string, time.Duration)       {}
+
+func (s *stats) Rejected(_, _ string, c limiter.Class, _ time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.byClass[c].refused++
+}
+
+// classWaitP99 returns the p99 wait of the requests of class c sent, and
+// how many were sent and refused.
+func (s *stats) classWaitP99(c limiter.Class) (p99 time.Duration, sent, refused int) {
+	s.mu.Lock()
+	waits := slices.Clone(s.byClass[c].waits)
+	refused = s.byClass[c].refused
+	s.mu.Unlock()
+	if len(waits) == 0 {
+		return 0, 0, refused
+	}
+	slices.Sort(waits)
+	return waits[min(int(0.99*float64(len(waits))+0.5), len(waits))-1], len(waits), refused
+}
+
 func (s *stats) Exempt(string, string)                        {}
 func (s *stats) Throttled(string, string, int, time.Duration) { s.throttled.Add(1) }
 
@@ -246,12 +274,16 @@ func runLoad(ctx context.Context, rc *rest.Config, spec loadSpec, st *stats, tic
 	defer end.Stop()
 
 	var wg sync.WaitGroup
-	for _, cs := range clients {
+	for i, cs := range clients {
+		call := spec.call
+		if spec.callOf != nil {
+			call = spec.callOf(i)
+		}
 		wg.Go(func() {
 			for ctx.Err() == nil {
 				st.calls.Add(1)
 				st.inProgress.Add(1)
-				err := spec.call(ctx, cs)
+				err := call(ctx, cs)
 				st.inProgress.Add(-1)
 				st.count(ctx, err)
 			}

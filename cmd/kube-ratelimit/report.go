@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"text/tabwriter"
 	"time"
+
+	"github.com/k8sratelimit/k8sratelimit/limiter"
 )
 
 // demoResult is what one run of the load measured.
@@ -47,6 +49,12 @@ func writeReport(w io.Writer, results []demoResult, limit int, timespan time.Dur
 	row("wait p50", limitedOnly(func(r demoResult) string { a, _, _ := r.stats.waitQuantiles(); return ms(a) }))
 	row("wait p99", limitedOnly(func(r demoResult) string { _, b, _ := r.stats.waitQuantiles(); return ms(b) }))
 	row("wait max", limitedOnly(func(r demoResult) string { _, _, c := r.stats.waitQuantiles(); return ms(c) }))
+	row("write wait p99", limitedOnly(func(r demoResult) string { p99, _, _ := r.stats.classWaitP99(limiter.ClassWrite); return ms(p99) }))
+	row("list wait p99", limitedOnly(func(r demoResult) string { p99, _, _ := r.stats.classWaitP99(limiter.ClassList); return ms(p99) }))
+	row("events sent / refused", limitedOnly(func(r demoResult) string {
+		_, sent, refused := r.stats.classWaitP99(limiter.ClassEvent)
+		return strconv.Itoa(sent) + " / " + strconv.Itoa(refused)
+	}))
 	row("429s received", func(r demoResult) string { return strconv.Itoa(r.throttled) })
 	row("concurrency limit at the end", limitedOnly(func(r demoResult) string {
 		if n := r.stats.seatStatus().Limit; n > 0 {

@@ -175,12 +175,12 @@ type observed struct {
 }
 
 // Admitted counts a request admitted, at once or after waiting.
-func (o *countingObserver) Admitted(_, key string, _ time.Duration, _ limiter.WaitReason) {
+func (o *countingObserver) Admitted(_, key string, _ limiter.Class, _ time.Duration, _ limiter.WaitReason) {
 	o.count(key, &o.stats.admitted)
 }
 
 // Rejected counts a request refused.
-func (o *countingObserver) Rejected(_, key string, _ time.Duration) {
+func (o *countingObserver) Rejected(_, key string, _ limiter.Class, _ time.Duration) {
 	o.count(key, &o.stats.rejected)
 }
 

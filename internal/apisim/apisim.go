@@ -1,8 +1,9 @@
 // Package apisim is an in-process stand-in for a Kubernetes API server,
 // for tests and the demo: an httptest server that answers discovery,
-// /version, pods, namespaces, leases and watches the way an API server
-// does, records every request it receives, and can be told to throttle
-// like API Priority and Fairness (429 with Retry-After).
+// /version, pods (and writes of them), namespaces, leases, event writes
+// and watches the way an API server does, records every request it
+// receives, and can be told to throttle like API Priority and Fairness
+// (429 with Retry-After).
 package apisim
 
 import (
@@ -253,6 +254,9 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, metav1.APIGroupList{TypeMeta: metav1.TypeMeta{Kind: "APIGroupList", APIVersion: "v1"}})
 	case len(segs) >= 5 && segs[0] == "api" && segs[2] == "namespaces" && segs[4] == "pods":
 		s.pods(w, r, segs)
+	case len(segs) == 5 && segs[0] == "api" && segs[2] == "namespaces" && segs[4] == "events" && r.Method == http.MethodPost:
+		writeJSON(w, http.StatusCreated, &corev1.Event{TypeMeta: metav1.TypeMeta{Kind: "Event", APIVersion: "v1"},
+			ObjectMeta: metav1.ObjectMeta{Name: "event", Namespace: segs[3], ResourceVersion: "1"}})
 	case len(segs) == 3 && segs[0] == "api" && segs[2] == "namespaces":
 		s.list(w, r, &corev1.NamespaceList{TypeMeta: metav1.TypeMeta{Kind: "NamespaceList", APIVersion: "v1"},
 			ListMeta: metav1.ListMeta{ResourceVersion: "1"},
@@ -266,16 +270,29 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// pods serves /api/v1/namespaces/<ns>/pods[/<name>[/<subresource>]].
+// pods serves /api/v1/namespaces/<ns>/pods[/<name>[/<subresource>]]:
+// lists and watches, gets, and writes, which it answers with the pod.
 func (s *Server) pods(w http.ResponseWriter, r *http.Request, segs []string) {
 	ns := segs[3]
-	switch len(segs) {
-	case 5:
+	switch {
+	case len(segs) <= 6 && r.Method != http.MethodGet:
+		// A write: the pod as the client sent it, or as deleted.
+		status := http.StatusOK
+		if r.Method == http.MethodPost {
+			status = http.StatusCreated
+		}
+		name := "demo"
+		if len(segs) == 6 {
+			name = segs[5]
+		}
+		writeJSON(w, status, &corev1.Pod{TypeMeta: metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, ResourceVersion: "2"}})
+	case len(segs) == 5:
 		pod := corev1.Pod{TypeMeta: metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"},
 			ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: ns, ResourceVersion: "1"}}
 		s.list(w, r, &corev1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"},
 			ListMeta: metav1.ListMeta{ResourceVersion: "1"}, Items: []corev1.Pod{pod}})
-	case 6:
+	case len(segs) == 6:
 		writeJSON(w, http.StatusOK, &corev1.Pod{TypeMeta: metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"},
 			ObjectMeta: metav1.ObjectMeta{Name: segs[5], Namespace: ns, ResourceVersion: "1"}})
 	default:

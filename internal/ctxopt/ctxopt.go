@@ -1,7 +1,8 @@
 // Package ctxopt carries the per-request overrides of a context from the
-// root package, which defines them for users (k8sratelimit.WithMaxWait and
-// k8sratelimit.WithoutLimit), to the budget engine, which reads them. It
-// is internal so that each override has one public definition.
+// root package, which defines them for users (k8sratelimit.WithMaxWait,
+// k8sratelimit.WithoutLimit and k8sratelimit.WithClass), to the budget
+// engine, which reads them. It is internal so that each override has one
+// public definition.
 package ctxopt
 
 import (
@@ -13,6 +14,7 @@ import (
 type (
 	maxWaitKey struct{}
 	noLimitKey struct{}
+	classKey   struct{}
 )
 
 // maxWait is the value under maxWaitKey.
@@ -48,3 +50,15 @@ func WithoutLimit(ctx context.Context) context.Context {
 
 // Exempt reports whether ctx was made by WithoutLimit.
 func Exempt(ctx context.Context) bool { return ctx.Value(noLimitKey{}) != nil }
+
+// WithClass returns a context whose requests are of traffic class c (a
+// limiter.Class).
+func WithClass(ctx context.Context, c uint8) context.Context {
+	return context.WithValue(ctx, classKey{}, c)
+}
+
+// Class returns the traffic class set on ctx: ok is false when none is.
+func Class(ctx context.Context) (c uint8, ok bool) {
+	c, ok = ctx.Value(classKey{}).(uint8)
+	return c, ok
+}

@@ -28,10 +28,12 @@ type Throttle struct {
 }
 
 // Admitted implements limiter.Observer.
-func (o *Observer) Admitted(string, string, time.Duration, limiter.WaitReason) { o.Admits.Add(1) }
+func (o *Observer) Admitted(string, string, limiter.Class, time.Duration, limiter.WaitReason) {
+	o.Admits.Add(1)
+}
 
 // Rejected implements limiter.Observer.
-func (o *Observer) Rejected(string, string, time.Duration) { o.Rejects.Add(1) }
+func (o *Observer) Rejected(string, string, limiter.Class, time.Duration) { o.Rejects.Add(1) }
 
 // Exempt implements limiter.Observer.
 func (o *Observer) Exempt(string, string) { o.Exempts.Add(1) }

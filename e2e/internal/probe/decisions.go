@@ -83,7 +83,7 @@ func (d *Decisions) AdmitTimes() []time.Time {
 }
 
 // Admitted implements limiter.Observer.
-func (d *Decisions) Admitted(_, key string, wait time.Duration, _ limiter.WaitReason) {
+func (d *Decisions) Admitted(_, key string, _ limiter.Class, wait time.Duration, _ limiter.WaitReason) {
 	now := time.Now()
 	d.update(key, func(c *Counts) {
 		d.admits = append(d.admits, now)
@@ -96,7 +96,7 @@ func (d *Decisions) Admitted(_, key string, wait time.Duration, _ limiter.WaitRe
 }
 
 // Rejected implements limiter.Observer.
-func (d *Decisions) Rejected(_, key string, _ time.Duration) {
+func (d *Decisions) Rejected(_, key string, _ limiter.Class, _ time.Duration) {
 	d.update(key, func(c *Counts) { c.Rejected++ })
 }
 
