@@ -369,3 +369,44 @@ type benchUnexpected struct {
 func (u *benchUnexpected) Error() string {
 	return fmt.Sprintf("unexpected response: %d, %d bytes", u.code, u.n)
 }
+
+// BenchmarkClassesPaired is the cost of the traffic classes to a request
+// admitted at once, on one goroutine, interleaved: Budget.Wait, and the
+// Transport's RoundTrip of a namespaced GET over a transport that does
+// nothing (with the default adaptive concurrency limit), each with the
+// default class weights against one line for all. The ratio metrics are
+// the classes' cost over one line's.
+func BenchmarkClassesPaired(b *testing.B) {
+	w := limiter.DefaultWeights
+	budget := func(classes *limiter.Weights, c limiter.Concurrency) *limiter.Budget {
+		l := limiter.New(memorystore.New(nil), limiter.Options{Policy: benchPolicy, Classes: classes, Concurrency: c})
+		return l.Budget(benchref.Key, benchCluster)
+	}
+	b.Run("wait", func(b *testing.B) {
+		ctx := context.Background()
+		classes, oneLine := budget(&w, limiter.Concurrency{}), budget(nil, limiter.Concurrency{})
+		benchref.Paired(b, []string{"classes", "one-line"}, []func() bool{
+			func() bool { return classes.Wait(ctx) == nil },
+			func() bool { return oneLine.Wait(ctx) == nil },
+		}, 1)
+	})
+	b.Run("transport", func(b *testing.B) {
+		req, err := http.NewRequest(http.MethodGet, "https://apiserver.example:6443"+benchPath, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		seated := limiter.Concurrency{Adaptive: true}
+		classes, oneLine := budget(&w, seated).Wrap(benchStubTransport{}), budget(nil, seated).Wrap(benchStubTransport{})
+		roundTrip := func(rt http.RoundTripper) func() bool {
+			return func() bool {
+				resp, err := rt.RoundTrip(req)
+				if err != nil {
+					return false
+				}
+				_ = resp.Body.Close()
+				return true
+			}
+		}
+		benchref.Paired(b, []string{"classes", "one-line"}, []func() bool{roundTrip(classes), roundTrip(oneLine)}, 1)
+	})
+}

@@ -84,79 +84,87 @@ func classOf(req *http.Request) Class {
 	if c, ok := ctxopt.Class(req.Context()); ok && c < NumClasses {
 		return Class(c)
 	}
-	path := ""
+	var r apiPath
 	if req.URL != nil {
-		path = req.URL.Path
+		r = parseAPIPath(req.URL.Path)
 	}
 	switch req.Method {
 	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
-		if isEvents(path) {
+		if r.resource == "events" && (r.group == "" || r.group == "events.k8s.io") {
 			return ClassEvent
 		}
 		return ClassWrite
 	}
-	if strings.Contains(path, "/watch/") || isCollection(path) {
+	if r.watch || (r.resource != "" && !r.named) {
 		return ClassList
 	}
 	return ClassRead
 }
 
-// apiResource returns the API group, resource and whether an object is
-// named, of a path to a resource of the API server:
+// apiPath is what a path says of the resource it is for.
+type apiPath struct {
+	group, resource string // empty when the path is not of a resource
+	named           bool   // an object is named
+	watch           bool   // the legacy /watch/ form
+}
+
+// parseAPIPath reads a path to a resource of the API server:
 // [prefix]/api/<version>/... or [prefix]/apis/<group>/<version>/...,
-// then [namespaces/<namespace>/]<resource>[/<name>[/<subresource>]]. ok is
-// false for other paths (discovery, /version, /openapi).
-func apiResource(path string) (group, resource string, named, ok bool) {
+// then [watch/][namespaces/<namespace>/]<resource>[/<name>[/<subresource>]].
+// Other paths (discovery, /version, /openapi) have no resource. It reads
+// the path once, without allocating.
+func parseAPIPath(path string) (r apiPath) {
 	var rest string
-	if i := strings.Index(path, "/apis/"); i >= 0 {
-		group, rest = nextSegment(path[i+len("/apis/"):])
-	} else if i := strings.Index(path, "/api/"); i >= 0 {
-		rest = path[i+len("/api/"):]
-	} else {
-		return "", "", false, false
+	switch {
+	case strings.HasPrefix(path, "/api/"): // the common cases, without a prefix
+		rest = path[len("/api/"):]
+	case strings.HasPrefix(path, "/apis/"):
+		r.group, rest = nextSegment(path[len("/apis/"):])
+	default:
+		seg, after := nextSegment(path)
+		for seg != "api" && seg != "apis" {
+			if after == "" {
+				return apiPath{}
+			}
+			seg, after = nextSegment(after)
+		}
+		rest = after
+		if seg == "apis" {
+			r.group, rest = nextSegment(rest)
+		}
 	}
 	_, rest = nextSegment(rest) // the version
-	resource, rest = nextSegment(rest)
-	if resource == "" {
-		return "", "", false, false
+	if r.resource, rest = nextSegment(rest); r.resource == "watch" {
+		r.watch = true
+		r.resource, rest = nextSegment(rest)
 	}
-	if resource != "namespaces" {
+	if r.resource != "namespaces" {
 		name, _ := nextSegment(rest)
-		return group, resource, name != "", true
+		r.named = name != ""
+		return r
 	}
 	ns, rest := nextSegment(rest)
 	if ns == "" {
-		return group, "namespaces", false, true
+		return r // the namespaces
 	}
 	sub, rest := nextSegment(rest)
 	if sub == "" || ((sub == "status" || sub == "finalize") && rest == "") {
-		return group, "namespaces", true, true // the namespace itself
+		r.named = true // the namespace itself
+		return r
 	}
+	r.resource = sub
 	name, _ := nextSegment(rest)
-	return group, sub, name != "", true
+	r.named = name != ""
+	return r
 }
 
 // nextSegment splits off the first non-empty segment of p.
 func nextSegment(p string) (seg, rest string) {
-	p = strings.TrimLeft(p, "/")
+	for len(p) > 0 && p[0] == '/' {
+		p = p[1:]
+	}
 	if i := strings.IndexByte(p, '/'); i >= 0 {
 		return p[:i], p[i+1:]
 	}
 	return p, ""
-}
-
-// isCollection reports whether path names a collection of resources: a
-// GET of it is a list (or, with watch=true, a watch).
-func isCollection(path string) bool {
-	_, _, named, ok := apiResource(path)
-	return ok && !named
-}
-
-// isEvents reports whether path is of core/v1 or events.k8s.io events.
-func isEvents(path string) bool {
-	if !strings.Contains(path, "events") {
-		return false // the common case, decided at once
-	}
-	group, resource, _, ok := apiResource(path)
-	return ok && resource == "events" && (group == "" || group == "events.k8s.io")
 }
