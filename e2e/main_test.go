@@ -31,6 +31,7 @@ const (
 	userWide      = "apf-wide"       // throttled, a level of about 20 seats
 	userNeighbour = "apf-neighbour"  // throttled, ignores Retry-After, in one level with userBeside
 	userBeside    = "apf-beside"     // throttled beside userNeighbour
+	userClasses   = "apf-classes"    // throttled, a level of about 6 seats, for the traffic classes
 
 	userSeatsRedis     = "apf-seats-redis"      // throttled, for the shared concurrency limit
 	userSeatsRedisDflt = "apf-seats-redis-dflt" // throttled, for the shared default configuration
@@ -42,6 +43,10 @@ var throttledUsers = []string{userUnlimited, userLimited, userMaxWait, userSeats
 // wideShares are the nominal concurrency shares of userWide's level:
 // about 20 seats.
 const wideShares = 9
+
+// classesShares are the nominal concurrency shares of userClasses's
+// level: about 6 seats.
+const classesShares = 3
 
 // queuedLength is the queue of userQueued's level: room for every worker
 // of the seats tests, so that it never rejects.
@@ -80,7 +85,7 @@ func run(m *testing.M) (code int) {
 	defer cancel()
 	cp, err := controlplane.Start(ctx, controlplane.Options{
 		BinDir:    binDir,
-		Users:     append([]string{userPlain, userQueued, userWide, userNeighbour, userBeside}, throttledUsers...),
+		Users:     append([]string{userPlain, userQueued, userWide, userNeighbour, userBeside, userClasses}, throttledUsers...),
 		UserGroup: userGroup,
 	})
 	if err != nil {
@@ -145,6 +150,13 @@ func prepare(ctx context.Context, cp *controlplane.ControlPlane) error {
 		return fmt.Errorf("user %s: %w", userWide, err)
 	}
 	suite.throttles[userWide] = th
+	if th, err = setup.ThrottleUserWide(ctx, admin, userClasses, classesShares); err != nil {
+		return err
+	}
+	if err := th.WaitClassified(ctx, cp.UserConfig(userClasses)); err != nil {
+		return fmt.Errorf("user %s: %w", userClasses, err)
+	}
+	suite.throttles[userClasses] = th
 	if th, err = setup.ThrottleUsers(ctx, admin, userNeighbour, userBeside); err != nil {
 		return err
 	}

@@ -109,6 +109,9 @@ func TestRateLimitExceededError(t *testing.T) {
 			`client-side rate limit exceeded (budget k8s:ops:api.example.com): next slot in 30s (cooling down after the server's 429), longer than the maximum wait of 1s`},
 		{&rlerrors.RateLimitExceededError{Key: "k8s:ops:api.example.com", Wait: time.Minute, Err: context.DeadlineExceeded, WaitingFor: rlerrors.WaitingForRateSlot},
 			`client-side rate limit exceeded (budget k8s:ops:api.example.com): next slot in 1m (waiting for a rate slot), after the context's deadline: context deadline exceeded`},
+		// The request's traffic class.
+		{&rlerrors.RateLimitExceededError{Key: "k8s:ops:api.example.com", Wait: 10 * time.Second, MaxWait: time.Second, WaitingFor: rlerrors.WaitingForRateSlot, Class: "event"},
+			`client-side rate limit exceeded (budget k8s:ops:api.example.com): next event slot in 10s (waiting for a rate slot), longer than the maximum wait of 1s`},
 	}
 	for _, tt := range tests {
 		assert.Equal(t, tt.want, tt.err.Error())

@@ -117,7 +117,7 @@ func TestFakeRefusalNamesOnlyAMaxWaitThatWasSet(t *testing.T) {
 	f.RejectAll(3 * time.Second)
 	msg := list(context.Background())
 	assert.NotContains(t, msg, "maximum wait", "no max wait was set")
-	assert.Contains(t, msg, "next slot in 3s")
+	assert.Contains(t, msg, "next list slot in 3s")
 
 	msg = list(k8sratelimit.WithMaxWait(context.Background(), 10*time.Second))
 	assert.NotContains(t, msg, "maximum wait", "3s is within the max wait of 10s: it is not the reason")

@@ -57,7 +57,7 @@ e2e_flag=()
 if [ "${E2E:-}" = 1 ]; then
 	echo "end-to-end APF and seats tests" >&2
 	bin=$(GO="$GO" e2e/hack/build-binaries.sh)
-	(cd e2e && K8SRATELIMIT_E2E_BIN="$bin" "$GO" test -count=1 -timeout 30m -run 'TestAPF|TestSeats' -v . 2>&1) >"$tmp/e2e.txt"
+	(cd e2e && K8SRATELIMIT_E2E_BIN="$bin" "$GO" test -count=1 -timeout 30m -run 'TestAPF|TestSeats|TestTrafficClasses' -v . 2>&1) >"$tmp/e2e.txt"
 	e2e_flag=(-e2e "$tmp/e2e.txt" -e2e-note ", without the race detector")
 fi
 

@@ -28,6 +28,9 @@ type e2eFigures struct {
 	// apf holds TestAPF's figures table: each row's label and its two
 	// values, without and with the limiter, as logged.
 	apf map[string][2]string
+	// classes holds what the traffic classes test logged: its heading
+	// ("traffic classes: ..."), then its table's lines, as markdown.
+	classes []string
 }
 
 var (
@@ -51,6 +54,13 @@ func parseE2E(in io.Reader) (e2eFigures, error) {
 			continue
 		}
 		line = logPrefix.ReplaceAllString(line, "")
+		if test == testClasses && (strings.HasPrefix(line, "|") || strings.HasPrefix(line, "traffic classes: ")) {
+			if strings.HasPrefix(line, "traffic classes: a priority") {
+				f.classes = nil // a later run's table replaces an earlier one
+			}
+			f.classes = append(f.classes, line)
+			continue
+		}
 		if m := runLine.FindStringSubmatch(line); m != nil {
 			f.runs[test] = append(f.runs[test], row(m[1], m[2], m[4], m[3], "0"))
 			continue

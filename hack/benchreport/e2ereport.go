@@ -12,6 +12,7 @@ const (
 	testDefault   = "TestSeatsDefaultConfiguration"
 	testRedis     = "TestSeatsSharedThroughRedis"
 	testAPF       = "TestAPFThrottlingWithAndWithoutLimiter"
+	testClasses   = "TestTrafficClassesUnderAStorm"
 )
 
 // pct is a as a percentage of b.
@@ -69,6 +70,33 @@ configuration (400 per minute) is named.
 	failed := f.apf["calls failed"]
 	row("50 workers × 6 calls, budget 3 per 100 ms (`TestAPF`): no limiter; k8sratelimit",
 		fmt.Sprintf("%s calls failed; %s (client-go retrying)", failed[0], failed[1]), fmt.Sprintf("%s 429s; **%s**", apf429[0], apf429[1]))
+	classes, err := classesSection(f.classes)
+	if err != nil {
+		return "", err
+	}
+	return b.String() + classes, nil
+}
+
+// classesSection writes the traffic classes' run from what its test
+// logged: a heading line, a table of a heading, a rule and three runs,
+// and the ratio of the writes' p99 to the reconciler's alone.
+func classesSection(lines []string) (string, error) {
+	if len(lines) != 7 || !strings.HasPrefix(lines[6], "traffic classes: write p99") {
+		return "", fmt.Errorf("e2e output: %s logged %d lines of its table and figures, want 7 (did it run, and pass?)", testClasses, len(lines))
+	}
+	head, _ := strings.CutPrefix(lines[0], "traffic classes: ")
+	ratio, _ := strings.CutPrefix(lines[6], "traffic classes: ")
+	var b strings.Builder
+	fmt.Fprintf(&b, `
+A storm on one budget (`+"`TestTrafficClassesUnderAStorm`"+`), %s
+a reconciler reading and updating ConfigMaps 20 times a second, 40 workers
+relisting 200 ConfigMaps, client-go's event recorder asked for 200 events a
+second, and leader election; the rate budget far above the server. %s.
+
+`, strings.TrimSuffix(head, ":"), ratio)
+	for _, l := range lines[1:6] {
+		b.WriteString(l + "\n")
+	}
 	return b.String(), nil
 }
 
@@ -93,6 +121,6 @@ go test -run '^$' -bench 'AdmissionPaired|BudgetWait|RateAllow|Flowcontrol|RateL
 go test -run '^$' -bench 'AdmissionPaired|MemoryReserve' -benchmem ./store/memorystore/
 go test -run '^$' -bench 'RedisAdmission|RedisMemory' -benchmem ./store/redisstore/   # needs redis-server on PATH
 go test -run '^$' -bench SeatsSharedThroughRedis -benchtime 5000x .
-cd e2e && go test -count=1 -run 'TestAPF|TestSeats' -v .                                 # after make e2e
+cd e2e && go test -count=1 -run 'TestAPF|TestSeats|TestTrafficClasses' -v .              # after make e2e
 ` + "```\n"
 }

@@ -79,5 +79,15 @@ const sampleE2E = `=== RUN   TestAPFThrottlingWithAndWithoutLimiter
         2 processes × 20 workers, rate far above, concurrency 3 fixed      17550      17551          1        0
         2 processes × 20 workers, default configuration                      398        400          2        0
 --- PASS: TestSeatsSharedThroughRedis (90.00s)
+=== RUN   TestTrafficClassesUnderAStorm
+    classes_test.go:73: reconciler alone: writes 599 of 599 served, p99 6.7ms; 1216 served, 0 of 1217 sent answered 429 []; events sent 0, refused 0; leadership lost: false
+    classes_test.go:76: traffic classes: a priority level of 7 seats that rejects, 30s each:
+        | run                  | writes served | write p50 | write p99 | write max | served  | 429s / sent  | events sent / refused |
+        |---|---|---|---|---|---|---|---|
+        | reconciler alone     | 599 of 599    | 3ms       | 7ms       | 20ms      | 1216    | 0 / 1217     | 0 / 0                 |
+        | storm, classes on    | 599 of 599    | 5ms       | 104ms     | 900ms     | 8364    | 6 / 8370     | 40 / 3                |
+        | storm, classes off   | 553 of 553    | 300ms     | 1.14s     | 1.5s      | 7553    | 5 / 7558     | 60 / 0                |
+    classes_test.go:77: traffic classes: write p99 with the storm, classes on, 15.5× alone's
+--- PASS: TestTrafficClassesUnderAStorm (91.70s)
 PASS
 `

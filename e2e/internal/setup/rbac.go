@@ -10,7 +10,8 @@ import (
 )
 
 // userRules are what the ordinary test users may do: work with namespaces,
-// config maps and pods, exec into pods, and read the health endpoints.
+// config maps and pods, exec into pods, write events, hold leases (leader
+// election), and read the health endpoints.
 var userRules = []rbacv1.PolicyRule{
 	{
 		APIGroups: []string{""},
@@ -21,6 +22,16 @@ var userRules = []rbacv1.PolicyRule{
 		APIGroups: []string{""},
 		Resources: []string{"pods/exec"},
 		Verbs:     []string{"get", "create"},
+	},
+	{
+		APIGroups: []string{"", "events.k8s.io"},
+		Resources: []string{"events"},
+		Verbs:     []string{"get", "list", "watch", "create", "update", "patch"},
+	},
+	{
+		APIGroups: []string{"coordination.k8s.io"},
+		Resources: []string{"leases"},
+		Verbs:     []string{"get", "list", "watch", "create", "update", "patch"},
 	},
 	{
 		NonResourceURLs: []string{"/version", "/healthz", "/readyz", "/livez"},
