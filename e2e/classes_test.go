@@ -25,6 +25,7 @@ import (
 	"github.com/k8sratelimit/k8sratelimit"
 	"github.com/k8sratelimit/k8sratelimit/e2e/internal/probe"
 	rlerrors "github.com/k8sratelimit/k8sratelimit/errors"
+	"github.com/k8sratelimit/k8sratelimit/limiter"
 )
 
 // The storm of the traffic classes' runs: a reconciler that reads and
@@ -50,7 +51,44 @@ type stormResult struct {
 	eventsRefused  int // refused by the limiter
 	eventsSent     int // event writes that reached the server
 	lostLeadership bool
-	served         // at the wire: every request
+	waited         *writeWaits // the writes that waited in the limiter, by what for
+	served                     // at the wire: every request
+}
+
+// writeWaits records how long the writes that waited in the limiter
+// waited, by what they waited for. It is a limiter.Observer.
+type writeWaits struct {
+	limiter.NopObserver
+	mu    sync.Mutex
+	waits map[limiter.WaitReason][]time.Duration
+}
+
+func (w *writeWaits) Admitted(_, _ string, c limiter.Class, wait time.Duration, reason limiter.WaitReason) {
+	if c != limiter.ClassWrite || wait == 0 {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.waits == nil {
+		w.waits = map[limiter.WaitReason][]time.Duration{}
+	}
+	w.waits[reason] = append(w.waits[reason], wait)
+}
+
+// String returns how many writes waited for each reason, and the longest.
+func (w *writeWaits) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var parts []string
+	for _, r := range []limiter.WaitReason{limiter.WaitSeat, limiter.WaitBudget, limiter.WaitCooldown} {
+		if d := w.waits[r]; len(d) > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d (longest %v)", r, len(d), slices.Max(d).Round(time.Millisecond)))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // writeAt returns the q-th quantile of the writes' calls.
@@ -117,7 +155,8 @@ func runStorm(t *testing.T, ns, name string, storm, off bool) stormResult {
 	waitSeatsFree(t, userClasses)
 	cfg := *farAboveTheServer()
 	cfg.ClassesOff = off
-	l, err := k8sratelimit.New(cfg)
+	r := stormResult{name: name, waited: &writeWaits{}}
+	l, err := k8sratelimit.New(cfg, k8sratelimit.WithObserver(r.waited))
 	require.NoError(t, err)
 	defer l.Close()
 	rc := userConfig(userClasses)
@@ -127,7 +166,6 @@ func runStorm(t *testing.T, ns, name string, storm, off bool) stormResult {
 	cs, err := kubernetes.NewForConfig(rc)
 	require.NoError(t, err)
 
-	r := stormResult{name: name}
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(t.Context(), stormRun)
 	defer cancel()
@@ -145,8 +183,8 @@ func runStorm(t *testing.T, ns, name string, storm, off bool) stormResult {
 			r.eventsSent++
 		}
 	}
-	t.Logf("%s: writes %d of %d served, p99 %v; %d served, %d of %d sent answered 429 %v; events sent %d, refused %d; leadership lost: %v",
-		name, r.writesServed, r.writesTried, r.writeP99(), r.served.served, r.throttled, r.sent, r.throttles, r.eventsSent, r.eventsRefused, r.lostLeadership)
+	t.Logf("%s: writes %d of %d served, p99 %v, waited in the limiter: %s; %d served, %d of %d sent answered 429 %v; events sent %d, refused %d; leadership lost: %v",
+		name, r.writesServed, r.writesTried, r.writeP99(), r.waited, r.served.served, r.throttled, r.sent, r.throttles, r.eventsSent, r.eventsRefused, r.lostLeadership)
 	return r
 }
 

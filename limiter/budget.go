@@ -283,7 +283,7 @@ func (b *Budget) sleep(ctx context.Context, stop <-chan struct{}, res store.Rese
 	wait := res.Wait
 	var sl *sleeper // with traffic classes, once it sleeps
 	for {
-		if quit := b.pauseSlot(ctx, stop, &sl, &res, wait, w); quit != nil {
+		if quit := b.pauseSlot(ctx, stop, &sl, &res, wait, w, st); quit != nil {
 			b.release(ctx, res.ID)
 			return quit
 		}
@@ -328,9 +328,11 @@ func (b *Budget) sleep(ctx context.Context, stop <-chan struct{}, res store.Rese
 
 // pauseSlot is pause for the slot of *res, trading it with the budget's
 // other sleepers (see exchange) when it has traffic classes: *sl is the
-// request's sleeper, made when first needed.
-func (b *Budget) pauseSlot(ctx context.Context, stop <-chan struct{}, sl **sleeper, res *store.Reservation, d time.Duration, w waitLimits) error {
-	if b.exchange == nil || d <= 0 {
+// request's sleeper, made when first needed. A request that holds a seat
+// (st) trades nothing: giving its slot away would keep the seat from the
+// server all the longer.
+func (b *Budget) pauseSlot(ctx context.Context, stop <-chan struct{}, sl **sleeper, res *store.Reservation, d time.Duration, w waitLimits, st *seat) error {
+	if b.exchange == nil || d <= 0 || (st != nil && st.s != nil) {
 		return b.pause(ctx, stop, d)
 	}
 	if *sl == nil {
