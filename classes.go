@@ -11,7 +11,7 @@ import (
 
 // Class is the traffic class of a request: ClassWrite, ClassRead,
 // ClassList or ClassEvent. Inside one API server's budget, when requests
-// wait, the classes share its rate slots and seats by weight
+// wait for their slots, the classes share its rate slots by weight
 // (Config.ClassWeights), first come, first served within a class; events
 // that would wait long are refused at once. A request's class comes from
 // its method and path; WithClass sets it.
@@ -37,7 +37,7 @@ func WithClass(ctx context.Context, c Class) context.Context {
 }
 
 // ClassWeights are the weights of the traffic classes: while requests of
-// several classes wait, each class is given slots and seats in proportion
+// several classes wait, each class is given rate slots in proportion
 // to its weight, and a class with none waiting lends its share. A zero
 // weight is the class's default (DefaultClassWeights).
 type ClassWeights struct {

@@ -31,14 +31,15 @@ import (
 // The storm of the traffic classes' runs: a reconciler that reads and
 // updates stormObjects ConfigMaps at stormReconciles a second, stormListers
 // workers relisting them, an event recorder asked for stormEvents events
-// a second, and leader election, through one budget whose rate is far
-// above the server, on a level of about 6 seats that rejects, for
-// stormRun: the seats are what the classes share.
+// a second, and leader election, through one budget of stormLimit a
+// second, on a level of about 6 seats that rejects, for stormRun: the
+// rate slots are what the classes share.
 const (
 	stormObjects    = 200
 	stormReconciles = 20
 	stormListers    = 40
 	stormEvents     = 200
+	stormLimit      = 100
 	stormRun        = 30 * time.Second
 )
 
@@ -104,9 +105,10 @@ func (r stormResult) writeP99() time.Duration { return r.writeAt(0.99) }
 
 // TestTrafficClassesUnderAStorm runs the reconciler alone, then beside a
 // storm of relists and events with the traffic classes on, then off: with
-// them, the reconciler keeps up and its writes wait a fraction of what
-// they wait without, the storm is served as much, 429s stay rare, and
-// leader election never misses a renewal.
+// them, the reconciler keeps up and its writes take the next slot that
+// comes, within a timespan, where without them they wait behind the
+// relists and the reconciler falls behind; the storm is served as much,
+// 429s stay rare, and leader election never misses a renewal.
 func TestTrafficClassesUnderAStorm(t *testing.T) {
 	seats, err := suite.throttles[userClasses].NominalSeats(t.Context(), suite.admin)
 	require.NoError(t, err)
@@ -116,14 +118,21 @@ func TestTrafficClassesUnderAStorm(t *testing.T) {
 	alone := runStorm(t, ns, "reconciler alone", false, false)
 	on := runStorm(t, ns, "storm, classes on", true, false)
 	off := runStorm(t, ns, "storm, classes off", true, true)
-	t.Logf("traffic classes: a priority level of %d seats that rejects, %s each:\n%s", seats, stormRun, stormTable(alone, on, off))
+	t.Logf("traffic classes: a priority level of %d seats that rejects, a budget of %d a second, %s each:\n%s", seats, stormLimit, stormRun, stormTable(alone, on, off))
 	t.Logf("traffic classes: write p99 with the storm, classes on, %.1f× alone's", float64(on.writeP99())/float64(max(alone.writeP99(), 1)))
 
 	assert.False(t, alone.lostLeadership || on.lostLeadership || off.lostLeadership, "leader election never misses a renewal")
-	assert.GreaterOrEqual(t, float64(on.writesTried), 0.95*float64(alone.writesTried), "with classes, the reconciler keeps up")
+	// Measured: with classes, 92-97 % of the writes the reconciler makes
+	// alone; without, 37-40 %.
+	assert.GreaterOrEqual(t, float64(on.writesTried), 0.9*float64(alone.writesTried), "with classes, the reconciler keeps up")
+	assert.Less(t, float64(off.writesTried), 0.8*float64(alone.writesTried), "without classes, the reconciler falls behind (else this test proves nothing)")
 	assert.GreaterOrEqual(t, float64(on.writesServed), 0.95*float64(on.writesTried), "with classes, 95 %% of the reconciler's writes are served")
-	// Measured: 104ms with classes, 1.14s without (7ms alone).
-	assert.Less(t, on.writeP99(), off.writeP99()/4, "with classes, the writes wait a fraction of what they wait without")
+	// Measured: p50 12ms with classes, 280ms without (3ms alone); p99
+	// 564-904ms with classes. A window budget in full use lets a request
+	// go when a send of a timespan ago leaves it; the writes take the
+	// first such slot.
+	assert.Less(t, on.writeAt(0.5), off.writeAt(0.5)/4, "with classes, the writes wait a fraction of what they wait without")
+	assert.LessOrEqual(t, on.writeP99(), time.Second+200*time.Millisecond, "with classes, the writes take the next slot that comes")
 	assert.GreaterOrEqual(t, float64(on.served.served), 0.95*float64(off.served.served), "with classes, the storm is served as much")
 	assert.LessOrEqual(t, on.throttledShare(), 0.01, "429s are at most 1 %% of the requests sent")
 }
@@ -153,8 +162,8 @@ func createSmallConfigMaps(t *testing.T, ns string) {
 func runStorm(t *testing.T, ns, name string, storm, off bool) stormResult {
 	t.Helper()
 	waitSeatsFree(t, userClasses)
-	cfg := *farAboveTheServer()
-	cfg.ClassesOff = off
+	cfg := k8sratelimit.DefaultConfig()
+	cfg.Limit, cfg.Timespan, cfg.ClassesOff = stormLimit, time.Second, off
 	r := stormResult{name: name, waited: &writeWaits{}}
 	l, err := k8sratelimit.New(cfg, k8sratelimit.WithObserver(r.waited))
 	require.NoError(t, err)

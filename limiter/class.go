@@ -10,9 +10,9 @@ import (
 )
 
 // Class is the traffic class of a counted request. Inside one budget,
-// when requests wait, the classes share its rate slots and seats by
+// when requests wait for their slots, the classes share the rate slots by
 // weight (see Weights): the reconciler's writes are not queued behind a
-// relist or an event storm. Leases are no class: they are exempt.
+// relist or an event storm. Seats are given first come, first served. Leases are no class: they are exempt.
 type Class uint8
 
 const (
@@ -53,8 +53,8 @@ func (c Class) String() string {
 }
 
 // Weights are the shares of the classes, indexed by Class, when their
-// requests wait together: a class with weight 4 is given four slots (and
-// seats) for each one a class of weight 1 is given, while both wait; a
+// requests wait together: a class with weight 4 is given four slots for
+// each one a class of weight 1 is given, while both wait; a
 // class with none waiting lends its share to the others. Every weight is
 // at least 1, so that no class starves.
 type Weights [NumClasses]int
@@ -70,10 +70,16 @@ func WithClass(ctx context.Context, c Class) context.Context {
 	return ctxopt.WithClass(ctx, uint8(c))
 }
 
+// contextClass returns the class WithClass set on ctx, if any.
+func contextClass(ctx context.Context) (Class, bool) {
+	c, ok := ctxopt.Class(ctx)
+	return Class(c), ok && c < NumClasses
+}
+
 // classFromContext returns the class set on ctx, or def.
 func classFromContext(ctx context.Context, def Class) Class {
-	if c, ok := ctxopt.Class(ctx); ok && c < NumClasses {
-		return Class(c)
+	if c, ok := contextClass(ctx); ok {
+		return c
 	}
 	return def
 }
@@ -81,8 +87,8 @@ func classFromContext(ctx context.Context, def Class) Class {
 // classOf returns the class of req: the one its context sets, else the
 // one its method and path make it.
 func classOf(req *http.Request) Class {
-	if c, ok := ctxopt.Class(req.Context()); ok && c < NumClasses {
-		return Class(c)
+	if c, ok := contextClass(req.Context()); ok {
+		return c
 	}
 	var r apiPath
 	if req.URL != nil {

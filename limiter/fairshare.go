@@ -1,8 +1,7 @@
 package limiter
 
 // fairShare chooses which class goes next among those that wait, so that
-// while several wait each is given slots (or seats) in proportion to its
-// weight, and a class that waits again after a pause starts level with
+// while several wait each is given slots in proportion to its weight, and a class that waits again after a pause starts level with
 // the others rather than with the credit of its pause: start-time fair
 // queuing over classes, as API Priority and Fairness queues flows, with
 // one request a class per turn. Ties go to the lower class (writes
@@ -21,9 +20,8 @@ func newFairShare(w Weights) *fairShare {
 // classSet is a set of classes, one bit each.
 type classSet uint8
 
-func (s classSet) with(c Class) classSet    { return s | 1<<c }
-func (s classSet) has(c Class) bool         { return s&(1<<c) != 0 }
-func (s classSet) without(c Class) classSet { return s &^ (1 << c) }
+func (s classSet) with(c Class) classSet { return s | 1<<c }
+func (s classSet) has(c Class) bool      { return s&(1<<c) != 0 }
 
 // start returns the virtual start of class c's next turn.
 func (f *fairShare) start(c Class) float64 { return max(f.pass[c], f.vtime) }

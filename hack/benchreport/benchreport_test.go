@@ -79,7 +79,7 @@ func TestReportFromAllFigures(t *testing.T) {
 		"| 2 processes × 20 workers through Redis, `auto` | **75 %** of one process's best, 77 % of two processes' best | 3 / 15003 |",
 		"| … the limit fixed at the seats | 90 % of two processes' best | 1 / 17551 |",
 		"230 429s; **2**",
-		"a priority level of 7 seats that rejects, 30s each",
+		"a priority level of 7 seats that rejects, a budget of 100 a second, 30s each",
 		"write p99 with the storm, classes on, 15.5× alone's.",
 		"| storm, classes on    | 599 of 599    | 5ms       | 104ms     |",
 		"measured 2026-12-05",

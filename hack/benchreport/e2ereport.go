@@ -91,7 +91,7 @@ func classesSection(lines []string) (string, error) {
 A storm on one budget (`+"`TestTrafficClassesUnderAStorm`"+`), %s
 a reconciler reading and updating ConfigMaps 20 times a second, 40 workers
 relisting 200 ConfigMaps, client-go's event recorder asked for 200 events a
-second, and leader election; the rate budget far above the server. %s.
+second, and leader election. %s.
 
 `, strings.TrimSuffix(head, ":"), ratio)
 	for _, l := range lines[1:6] {

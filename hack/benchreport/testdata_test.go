@@ -81,7 +81,7 @@ const sampleE2E = `=== RUN   TestAPFThrottlingWithAndWithoutLimiter
 --- PASS: TestSeatsSharedThroughRedis (90.00s)
 === RUN   TestTrafficClassesUnderAStorm
     classes_test.go:73: reconciler alone: writes 599 of 599 served, p99 6.7ms; 1216 served, 0 of 1217 sent answered 429 []; events sent 0, refused 0; leadership lost: false
-    classes_test.go:76: traffic classes: a priority level of 7 seats that rejects, 30s each:
+    classes_test.go:76: traffic classes: a priority level of 7 seats that rejects, a budget of 100 a second, 30s each:
         | run                  | writes served | write p50 | write p99 | write max | served  | 429s / sent  | events sent / refused |
         |---|---|---|---|---|---|---|---|
         | reconciler alone     | 599 of 599    | 3ms       | 7ms       | 20ms      | 1216    | 0 / 1217     | 0 / 0                 |
