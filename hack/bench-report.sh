@@ -57,7 +57,13 @@ e2e_flag=()
 if [ "${E2E:-}" = 1 ]; then
 	echo "end-to-end APF and seats tests" >&2
 	bin=$(GO="$GO" e2e/hack/build-binaries.sh)
-	(cd e2e && K8SRATELIMIT_E2E_BIN="$bin" "$GO" test -count=1 -timeout 30m -run 'TestAPF|TestSeats|TestTrafficClasses' -v . 2>&1) >"$tmp/e2e.txt"
+	if ! (cd e2e && K8SRATELIMIT_E2E_BIN="$bin" "$GO" test -count=1 -timeout 30m -run 'TestAPF|TestSeats|TestTrafficClasses' -v . 2>&1) >"$tmp/e2e.txt"; then
+		# The temporary directory goes with the script: keep what failed.
+		kept="${TMPDIR:-/tmp}/k8sratelimit-bench-e2e.txt"
+		cp "$tmp/e2e.txt" "$kept"
+		echo "the end-to-end tests failed; their output is in $kept" >&2
+		exit 1
+	fi
 	e2e_flag=(-e2e "$tmp/e2e.txt" -e2e-note ", without the race detector")
 fi
 
