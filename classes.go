@@ -144,10 +144,17 @@ func (c Config) weights() *limiter.Weights {
 // orDefault returns w, each zero weight its default.
 func (w ClassWeights) orDefault() ClassWeights {
 	d := DefaultClassWeights
-	for _, p := range [][2]*int{{&w.Write, &d.Write}, {&w.Read, &d.Read}, {&w.List, &d.List}, {&w.Event, &d.Event}} {
-		if *p[0] == 0 {
-			*p[0] = *p[1]
-		}
+	if w.Write == 0 {
+		w.Write = d.Write
+	}
+	if w.Read == 0 {
+		w.Read = d.Read
+	}
+	if w.List == 0 {
+		w.List = d.List
+	}
+	if w.Event == 0 {
+		w.Event = d.Event
 	}
 	return w
 }

@@ -184,7 +184,7 @@ func (b *Budget) reserve(ctx context.Context, w *waitLimits, deferred bool) (sto
 		}
 		return res, b.refuse(res.Wait, *w, slotWaitFor(res.Cooldown))
 	}
-	if w.class == ClassEvent && l.classes != nil && res.Cooldown && res.Wait > 0 {
+	if l.shedsEvents(w.class) && res.Cooldown && res.Wait > 0 {
 		// Events give way first: none waits out a cooldown.
 		if res.ID != 0 {
 			b.release(ctx, res.ID)
@@ -220,7 +220,7 @@ func (b *Budget) limits(ctx context.Context, w *waitLimits) {
 	if d, ok := b.l.maxWaitFor(ctx); ok {
 		w.maxWait, w.limit = d, d
 	}
-	if w.class == ClassEvent && b.l.classes != nil && EventMaxWait < w.limit {
+	if b.l.shedsEvents(w.class) && EventMaxWait < w.limit {
 		w.maxWait, w.limit = EventMaxWait, EventMaxWait
 	}
 	if dl, ok := ctx.Deadline(); ok {
@@ -230,6 +230,10 @@ func (b *Budget) limits(ctx context.Context, w *waitLimits) {
 		}
 	}
 }
+
+// shedsEvents reports whether a request of class c gives way first: an
+// event, with traffic classes.
+func (l *Engine) shedsEvents(c Class) bool { return c == ClassEvent && l.classes != nil }
 
 // deadline returns the instant w's limit ends, zero when there is none.
 // w.start must be set.
