@@ -113,7 +113,7 @@ func TestTrafficClassesUnderAStorm(t *testing.T) {
 	seats, err := suite.throttles[userClasses].NominalSeats(t.Context(), suite.admin)
 	require.NoError(t, err)
 	ns := newNamespace(t)
-	createSmallConfigMaps(t, ns)
+	createConfigMaps(t, ns, stormObjects, 1000)
 
 	alone := runStorm(t, ns, "reconciler alone", false, false)
 	on := runStorm(t, ns, "storm, classes on", true, false)
@@ -135,25 +135,6 @@ func TestTrafficClassesUnderAStorm(t *testing.T) {
 	assert.LessOrEqual(t, on.writeP99(), time.Second+200*time.Millisecond, "with classes, the writes take the next slot that comes")
 	assert.GreaterOrEqual(t, float64(on.served.served), 0.95*float64(off.served.served), "with classes, the storm is served as much")
 	assert.LessOrEqual(t, on.throttledShare(), 0.01, "429s are at most 1 %% of the requests sent")
-}
-
-// createSmallConfigMaps creates stormObjects ConfigMaps of 1 KB in ns.
-func createSmallConfigMaps(t *testing.T, ns string) {
-	t.Helper()
-	rc := suite.cp.AdminConfig()
-	rc.QPS = -1
-	admin, err := kubernetes.NewForConfig(rc)
-	require.NoError(t, err)
-	pad := strings.Repeat("x", 1000)
-	var wg sync.WaitGroup
-	for i := range stormObjects {
-		wg.Go(func() {
-			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%03d", i)}, Data: map[string]string{"pad": pad}}
-			_, err := admin.CoreV1().ConfigMaps(ns).Create(t.Context(), cm, metav1.CreateOptions{})
-			assert.NoError(t, err)
-		})
-	}
-	wg.Wait()
 }
 
 // runStorm runs the reconciler and leader election, with storm the
@@ -209,7 +190,7 @@ func reconcileConfigMaps(ctx context.Context, cs kubernetes.Interface, ns string
 	for range 8 {
 		wg.Go(func() {
 			for i := range work {
-				name := fmt.Sprintf("cm-%03d", i%stormObjects)
+				name := configMapName(i % stormObjects)
 				cm, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
 				if err != nil {
 					continue
@@ -280,7 +261,7 @@ func recordEvents(ctx context.Context, cs kubernetes.Interface, ns string) int {
 		case <-ctx.Done():
 			return int(refused.Load())
 		case <-tick.C:
-			ref := &corev1.ObjectReference{Kind: "ConfigMap", APIVersion: "v1", Namespace: ns, Name: fmt.Sprintf("cm-%03d", i%stormObjects)}
+			ref := &corev1.ObjectReference{Kind: "ConfigMap", APIVersion: "v1", Namespace: ns, Name: configMapName(i % stormObjects)}
 			rec.Eventf(ref, corev1.EventTypeNormal, "Storm", "storm event %d", i)
 		}
 	}

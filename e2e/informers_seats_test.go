@@ -42,7 +42,7 @@ func TestSeatsForInformersAndLists(t *testing.T) {
 	seats, err := suite.throttles[userWide].NominalSeats(t.Context(), suite.admin)
 	require.NoError(t, err)
 	ns := newNamespace(t)
-	createConfigMaps(t, ns)
+	createConfigMaps(t, ns, listObjects, listObjectBytes)
 
 	got := runInformersAndLists(t, ns)
 	t.Logf("a priority level of %d seats that rejects, %s, %d ConfigMaps of %d KB: %d informers of %d synced, %d lists, %d served, %d of %d sent answered 429 (sent at:in flight[:watch] %v), limit at the end %d",
@@ -61,10 +61,11 @@ type listServed struct {
 	lists  int // lists served
 }
 
-// createConfigMaps creates listObjects ConfigMaps of listObjectBytes in ns.
-func createConfigMaps(t *testing.T, ns string) {
+// createConfigMaps creates n ConfigMaps of size bytes in ns, named
+// configMapName(0) to configMapName(n-1).
+func createConfigMaps(t *testing.T, ns string, n, size int) {
 	t.Helper()
-	pad := strings.Repeat("x", listObjectBytes)
+	pad := strings.Repeat("x", size)
 	rc := suite.cp.AdminConfig()
 	rc.QPS = -1 // client-go's default of 5 per second would take minutes
 	admin, err := kubernetes.NewForConfig(rc)
@@ -75,8 +76,8 @@ func createConfigMaps(t *testing.T, ns string) {
 	)
 	for range 20 {
 		wg.Go(func() {
-			for i := next.Add(1); i <= listObjects; i = next.Add(1) {
-				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%04d", i)}, Data: map[string]string{"pad": pad}}
+			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: configMapName(i)}, Data: map[string]string{"pad": pad}}
 				_, err := admin.CoreV1().ConfigMaps(ns).Create(t.Context(), cm, metav1.CreateOptions{})
 				assert.NoError(t, err)
 			}
@@ -84,6 +85,10 @@ func createConfigMaps(t *testing.T, ns string) {
 	}
 	wg.Wait()
 }
+
+// configMapName is the name of the i-th ConfigMap createConfigMaps
+// creates.
+func configMapName(i int) string { return fmt.Sprintf("cm-%04d", i) }
 
 // runInformersAndLists runs the informers and the workers through a
 // fresh limiter for listRun and counts what left and what was served.
