@@ -11,7 +11,7 @@ import (
 
 // Class is the traffic class of a request: ClassWrite, ClassRead,
 // ClassList or ClassEvent. Inside one API server's budget, when requests
-// wait for their slots, the classes share its rate slots by weight
+// wait, the classes share its rate slots and seats by weight
 // (Config.ClassWeights), first come, first served within a class; events
 // that would wait long are refused at once. A request's class comes from
 // its method and path; WithClass sets it.

@@ -104,6 +104,31 @@ func TestClassesLetWritesPassAQueueOfListsAtTheWire(t *testing.T) {
 		"without classes, writes wait behind the lists (else this test proves nothing)")
 }
 
+// With a concurrency limit of 2 seats, each request served in 100ms, and
+// 20 workers listing, the seats have a queue of a second. With classes, a
+// write takes one of the next seats given back; without, it waits behind
+// the queue.
+func TestClassesLetWritesPassAQueueForSeatsAtTheWire(t *testing.T) {
+	const service = 100 * time.Millisecond
+	run := func(t *testing.T, off bool) classRun {
+		api := cfgServer(t)
+		api.SetCapacity(64, 0, service)
+		cfg := k8sratelimit.DefaultConfig()
+		cfg.Limit, cfg.Timespan, cfg.Adaptive, cfg.Concurrency, cfg.ClassesOff = 10000, time.Second, false, 2, off
+		r := stormWithWrites(t, api, cfg, 20, 2, time.Second)
+		assert.LessOrEqual(t, api.MostInFlight("/api/v1/namespaces/storm/pods")+api.MostInFlight("/api/v1/namespaces/work/pods/wa")+
+			api.MostInFlight("/api/v1/namespaces/work/pods/wb"), 2+2, "seats are held")
+		return r
+	}
+	on := run(t, false)
+	off := run(t, true)
+	t.Logf("writes reached the server after: with classes %v; without %v", on.writes, off.writes)
+	assert.LessOrEqual(t, on.writes[len(on.writes)-1], 4*service,
+		"with classes, the writes take the next seats given back")
+	assert.Greater(t, off.writes[0], 6*service,
+		"without classes, writes wait behind the lists (else this test proves nothing)")
+}
+
 // An event gives way first: during a cooldown it is refused at once,
 // naming its class, where a write waits the cooldown out.
 func TestEventsAreRefusedAtOnceDuringACooldown(t *testing.T) {

@@ -32,8 +32,10 @@ import (
 // updates stormObjects ConfigMaps at stormReconciles a second, stormListers
 // workers relisting them, an event recorder asked for stormEvents events
 // a second, and leader election, through one budget of stormLimit a
-// second, on a level of about 6 seats that rejects, for stormRun: the
-// rate slots are what the classes share.
+// second, on a level of about 6 seats that rejects, for stormRun. Which
+// of the rate and the seats binds depends on the machine: with the race
+// detector the client is slow enough that the seats do; the classes
+// share both.
 const (
 	stormObjects    = 200
 	stormReconciles = 20
@@ -123,12 +125,12 @@ func TestTrafficClassesUnderAStorm(t *testing.T) {
 
 	assert.False(t, alone.lostLeadership || on.lostLeadership || off.lostLeadership, "leader election never misses a renewal")
 	// Measured: with classes, 92-97 % of the writes the reconciler makes
-	// alone; without, 37-40 %.
+	// alone (with the race detector too); without, 25-40 %.
 	assert.GreaterOrEqual(t, float64(on.writesTried), 0.9*float64(alone.writesTried), "with classes, the reconciler keeps up")
 	assert.Less(t, float64(off.writesTried), 0.8*float64(alone.writesTried), "without classes, the reconciler falls behind (else this test proves nothing)")
 	assert.GreaterOrEqual(t, float64(on.writesServed), 0.95*float64(on.writesTried), "with classes, 95 %% of the reconciler's writes are served")
-	// Measured: p50 12ms with classes, 280ms without (3ms alone); p99
-	// 564-904ms with classes. A window budget in full use lets a request
+	// Measured: p50 12-32ms with classes, 250-600ms without (3ms alone);
+	// p99 564-904ms with classes. A window budget in full use lets a request
 	// go when a send of a timespan ago leaves it; the writes take the
 	// first such slot.
 	assert.Less(t, on.writeAt(0.5), off.writeAt(0.5)/4, "with classes, the writes wait a fraction of what they wait without")

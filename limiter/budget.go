@@ -39,6 +39,9 @@ func newBudget(l *Engine, key, cluster string) *Budget {
 	}
 	if l.classes != nil {
 		b.exchange = newExchange(*l.classes)
+		if b.seats != nil {
+			b.seats.fair = newFairShare(*l.classes)
+		}
 	}
 	b.cluster.Store(&cluster)
 	return b

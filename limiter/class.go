@@ -10,9 +10,9 @@ import (
 )
 
 // Class is the traffic class of a counted request. Inside one budget,
-// when requests wait for their slots, the classes share the rate slots by
+// when requests wait, the classes share its rate slots and seats by
 // weight (see Weights): the reconciler's writes are not queued behind a
-// relist or an event storm. Seats are given first come, first served. Leases are no class: they are exempt.
+// relist or an event storm. Leases are no class: they are exempt.
 type Class uint8
 
 const (

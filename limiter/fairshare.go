@@ -1,11 +1,11 @@
 package limiter
 
 // fairShare chooses which class goes next among those that wait, so that
-// while several wait each is given slots in proportion to its weight, and
-// a class that waits again after a pause starts level with the others
-// rather than with the credit of its pause: start-time fair queuing over
-// classes, as API Priority and Fairness queues flows, with one request a
-// class per turn. Ties go to the lower class (writes
+// while several wait each is given slots (or seats) in proportion to its
+// weight, and a class that waits again after a pause starts level with
+// the others rather than with the credit of its pause: start-time fair
+// queuing over classes, as API Priority and Fairness queues flows, with
+// one request a class per turn. Ties go to the lower class (writes
 // first). Its user serialises calls.
 type fairShare struct {
 	weights Weights

@@ -70,16 +70,17 @@ type ClassSeats struct {
 }
 
 // seats is a budget's concurrency limit: a semaphore whose size the
-// control sets, served first come, first served, whatever the traffic
-// class (see docs/design.md: seats shared by class cost the storm half its
-// throughput). mu guards everything; it is held for bookkeeping only,
-// never while waiting.
+// control sets, served first come, first served within a traffic class,
+// and among the classes that wait by their weights (fair; nil: one line
+// for all). mu guards everything; it is held for bookkeeping only, never
+// while waiting.
 type seats struct {
 	mu       sync.Mutex
-	inUse    int             // seats held
-	sentSeqs []uint64        // the sequence numbers of those held by requests sent, in the order sent
-	waiting  list.List       // *seatWaiter, in arrival order
-	inFlight [NumClasses]int // requests sent and not finished, by class
+	inUse    int                   // seats held
+	sentSeqs []uint64              // the sequence numbers of those held by requests sent, in the order sent
+	waiting  [NumClasses]list.List // *seatWaiter, in arrival order, by class (all in 0 without fair)
+	inFlight [NumClasses]int       // requests sent and not finished, by class
+	fair     *fairShare            // shares the seats among the classes that wait; nil: one line
 	ctl      control
 	hold     time.Duration // moving average of how long a seat is held
 
@@ -169,10 +170,51 @@ func (s *seats) adopt(cut store.SeatCut, now time.Time) {
 func (s *seats) tryTake(now time.Time, c Class) (seat, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.waiting.Len() > 0 || s.inUse >= s.capLocked() {
+	if s.queuedLocked() > 0 || s.inUse >= s.capLocked() {
 		return seat{}, false
 	}
 	return s.takeLocked(now, c), true
+}
+
+// queuedLocked returns the number of requests waiting for a seat. s.mu
+// must be held.
+func (s *seats) queuedLocked() int {
+	n := 0
+	for i := range s.waiting {
+		n += s.waiting[i].Len()
+	}
+	return n
+}
+
+// line returns the queue of the waiters of class c.
+func (s *seats) line(c Class) *list.List {
+	if s.fair == nil {
+		return &s.waiting[0]
+	}
+	return &s.waiting[c]
+}
+
+// nextLocked returns the queue whose first waiter is given the next
+// seat, nil when nobody waits. s.mu must be held.
+func (s *seats) nextLocked() *list.List {
+	if s.fair == nil {
+		if s.waiting[0].Len() == 0 {
+			return nil
+		}
+		return &s.waiting[0]
+	}
+	var w classSet
+	for c := range Class(NumClasses) {
+		if s.waiting[c].Len() > 0 {
+			w = w.with(c)
+		}
+	}
+	c, ok := s.fair.pick(w)
+	if !ok {
+		return nil
+	}
+	s.fair.charge(c)
+	return &s.waiting[c]
 }
 
 // takeLocked takes a seat. Its sequence number is taken now, not when
@@ -243,7 +285,7 @@ func (s *seats) requeue(st seat, now time.Time) (*seatWaiter, *list.Element) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.inUse--
-	e := s.waiting.PushFront(w)
+	e := s.line(st.class).PushFront(w)
 	s.grantLocked(now)
 	return w, e
 }
@@ -287,7 +329,7 @@ func (s *seats) enqueue(now time.Time, c Class) (*seatWaiter, *list.Element) {
 	w := &seatWaiter{ready: make(chan struct{}), class: c}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e := s.waiting.PushBack(w)
+	e := s.line(c).PushBack(w)
 	s.grantLocked(now)
 	return w, e
 }
@@ -300,7 +342,7 @@ func (s *seats) leave(w *seatWaiter, e *list.Element, now time.Time) (seat, bool
 	if w.granted {
 		return w.seat, true
 	}
-	s.waiting.Remove(e)
+	s.line(w.class).Remove(e)
 	// The waiter may have been the head holding back a free seat.
 	s.grantLocked(now)
 	return seat{}, false
@@ -311,17 +353,18 @@ func (s *seats) leave(w *seatWaiter, e *list.Element, now time.Time) (seat, bool
 func (s *seats) grantLocked(now time.Time) (granted bool) {
 	share := s.capLocked()
 	for s.inUse < share {
-		e := s.waiting.Front()
-		if e == nil {
+		q := s.nextLocked()
+		if q == nil {
 			return granted
 		}
-		s.waiting.Remove(e)
+		e := q.Front()
+		q.Remove(e)
 		w := e.Value.(*seatWaiter)
 		w.seat, w.granted = s.takeLocked(now, w.class), true
 		close(w.ready)
 		granted = true
 	}
-	if share == 0 && s.waiting.Len() > 0 {
+	if share == 0 && s.queuedLocked() > 0 {
 		s.recheckLocked()
 	}
 	return granted
@@ -428,12 +471,17 @@ func (s *seats) freeSeat(st seat, o outcome, now time.Time) (cut store.SeatCut, 
 func (s *seats) status() SeatStatus {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := SeatStatus{Limit: s.ctl.seats(), Share: s.capLocked(), InUse: s.inUse, Waiting: s.waiting.Len()}
+	st := SeatStatus{Limit: s.ctl.seats(), Share: s.capLocked(), InUse: s.inUse, Waiting: s.queuedLocked()}
 	for c := range Class(NumClasses) {
 		st.ByClass[c].InFlight = s.inFlight[c]
 	}
-	for e := s.waiting.Front(); e != nil; e = e.Next() {
+	for e := s.waiting[0].Front(); s.fair == nil && e != nil; e = e.Next() {
 		st.ByClass[e.Value.(*seatWaiter).class].Waiting++
+	}
+	for c := range Class(NumClasses) {
+		if s.fair != nil {
+			st.ByClass[c].Waiting = s.waiting[c].Len()
+		}
 	}
 	return st
 }
@@ -444,7 +492,7 @@ func (s *seats) status() SeatStatus {
 func (s *seats) estimate() time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	rounds := s.waiting.Len()/max(s.capLocked(), 1) + 1
+	rounds := s.queuedLocked()/max(s.capLocked(), 1) + 1
 	d := time.Duration(rounds) * max(s.hold, time.Millisecond)
 	if s.shared != nil {
 		d += s.shared.ShareWait(s.key)
