@@ -80,7 +80,7 @@ func TestReportFromAllFigures(t *testing.T) {
 		"| … the limit fixed at the seats | 90 % of two processes' best | 1 / 17551 |",
 		"230 429s; **2**",
 		"a priority level of 7 seats that rejects, a budget of 100 a second, 30s each",
-		"write p99 with the storm, classes on, 15.5× alone's.",
+		"writes' p99 is 15.5× alone's.",
 		"| storm, classes on    | 599 of 599    | 5ms       | 104ms     |",
 		"measured 2026-12-05",
 		"\n## Machine and how to reproduce\n\n2 CPUs.\n",
