@@ -124,17 +124,18 @@ func TestTrafficClassesUnderAStorm(t *testing.T) {
 	t.Logf("traffic classes: write p99 with the storm, classes on, %.1f× alone's", float64(on.writeP99())/float64(max(alone.writeP99(), 1)))
 
 	assert.False(t, alone.lostLeadership || on.lostLeadership || off.lostLeadership, "leader election never misses a renewal")
-	// Measured: with classes, 92-97 % of the writes the reconciler makes
-	// alone (with the race detector too); without, 25-40 %.
+	// Measured with the race detector: with classes, 98-99 % of the
+	// writes the reconciler makes alone; without, 24-34 %.
 	assert.GreaterOrEqual(t, float64(on.writesTried), 0.9*float64(alone.writesTried), "with classes, the reconciler keeps up")
 	assert.Less(t, float64(off.writesTried), 0.8*float64(alone.writesTried), "without classes, the reconciler falls behind (else this test proves nothing)")
 	assert.GreaterOrEqual(t, float64(on.writesServed), 0.95*float64(on.writesTried), "with classes, 95 %% of the reconciler's writes are served")
-	// Measured: p50 12-32ms with classes, 250-600ms without (3ms alone);
-	// p99 564-904ms with classes. A window budget in full use lets a request
-	// go when a send of a timespan ago leaves it; the writes take the
-	// first such slot.
+	// Measured: p50 10-32ms with classes, 250-600ms without (3ms alone);
+	// p90 46-127ms with classes, 0.64-1.27s without. The slowest writes
+	// are those a 429's cooldown stopped, with every other request of the
+	// budget, for a second or more, and those queued behind them: the p99
+	// (0.85-1.01s) is reported, not asserted.
 	assert.Less(t, on.writeAt(0.5), off.writeAt(0.5)/4, "with classes, the writes wait a fraction of what they wait without")
-	assert.LessOrEqual(t, on.writeP99(), time.Second+200*time.Millisecond, "with classes, the writes take the next slot that comes")
+	assert.LessOrEqual(t, on.writeAt(0.9), 300*time.Millisecond, "with classes, nine writes in ten take one of the next slots and seats that come")
 	assert.GreaterOrEqual(t, float64(on.served.served), 0.95*float64(off.served.served), "with classes, the storm is served as much")
 	assert.LessOrEqual(t, on.throttledShare(), 0.01, "429s are at most 1 %% of the requests sent")
 }
@@ -175,16 +176,19 @@ func runStorm(t *testing.T, ns, name string, storm, off bool) stormResult {
 			r.eventsSent++
 		}
 	}
-	t.Logf("%s: writes %d of %d served, p99 %v, waited in the limiter: %s; %d served, %d of %d sent answered 429 %v; events sent %d, refused %d; leadership lost: %v",
-		name, r.writesServed, r.writesTried, r.writeP99(), r.waited, r.served.served, r.throttled, r.sent, r.throttles, r.eventsSent, r.eventsRefused, r.lostLeadership)
+	t.Logf("%s: writes %d of %d served, p90 %v, p95 %v, p99 %v, waited in the limiter: %s; %d served, %d of %d sent answered 429 %v; events sent %d, refused %d; leadership lost: %v",
+		name, r.writesServed, r.writesTried, r.writeAt(0.9), r.writeAt(0.95), r.writeP99(), r.waited, r.served.served, r.throttled, r.sent, r.throttles, r.eventsSent, r.eventsRefused, r.lostLeadership)
 	return r
 }
 
-// reconcileConfigMaps reads and updates a ConfigMap stormReconciles times a second,
-// from a few workers as a controller's are, until ctx ends, and returns
-// how long each write call took, and how many were made and served.
+// reconcileConfigMaps queues a reconcile of a ConfigMap stormReconciles
+// times a second, and has a few workers read and update them, as a
+// controller's work queue and workers do, until ctx ends; it returns how
+// long each write call took, and how many were made and served. The queue
+// keeps what the workers have not reached (a cooldown stops them all for a
+// second or more), as a work queue does, so they catch up after it.
 func reconcileConfigMaps(ctx context.Context, cs kubernetes.Interface, ns string) (writes []time.Duration, tried, served int) {
-	work := make(chan int, stormReconciles)
+	work := make(chan int, stormReconciles*int(stormRun/time.Second))
 	var (
 		mu sync.Mutex
 		wg sync.WaitGroup
@@ -223,10 +227,7 @@ func reconcileConfigMaps(ctx context.Context, cs kubernetes.Interface, ns string
 			wg.Wait()
 			return writes, tried, served
 		case <-tick.C:
-			select {
-			case work <- i:
-			default: // the workers are behind: the write is not made
-			}
+			work <- i // the queue holds the whole run's
 		}
 	}
 }
