@@ -79,13 +79,7 @@ func (x *exchange) unparkLocked(s *sleeper) {
 // waitingLocked returns the classes that have sleepers. x.mu must be
 // held.
 func (x *exchange) waitingLocked() classSet {
-	var w classSet
-	for c := range Class(NumClasses) {
-		if x.parked[c].Len() > 0 {
-			w = w.with(c)
-		}
-	}
-	return w
+	return waitingIn(&x.parked)
 }
 
 // slotCameLocked decides who sends in the slot of s, which has come at

@@ -1,5 +1,7 @@
 package limiter
 
+import "container/list"
+
 // fairShare chooses which class goes next among those that wait, so that
 // while several wait each is given slots (or seats) in proportion to its
 // weight, and a class that waits again after a pause starts level with
@@ -23,6 +25,18 @@ type classSet uint8
 
 func (s classSet) with(c Class) classSet { return s | 1<<c }
 func (s classSet) has(c Class) bool      { return s&(1<<c) != 0 }
+
+// waitingIn returns the classes whose queues, indexed by class, are not
+// empty.
+func waitingIn(queues *[NumClasses]list.List) classSet {
+	var w classSet
+	for c := range Class(NumClasses) {
+		if queues[c].Len() > 0 {
+			w = w.with(c)
+		}
+	}
+	return w
+}
 
 // start returns the virtual start of class c's next turn.
 func (f *fairShare) start(c Class) float64 { return max(f.pass[c], f.vtime) }

@@ -203,13 +203,7 @@ func (s *seats) nextLocked() *list.List {
 		}
 		return &s.waiting[0]
 	}
-	var w classSet
-	for c := range Class(NumClasses) {
-		if s.waiting[c].Len() > 0 {
-			w = w.with(c)
-		}
-	}
-	c, ok := s.fair.pick(w)
+	c, ok := s.fair.pick(waitingIn(&s.waiting))
 	if !ok {
 		return nil
 	}
@@ -475,12 +469,9 @@ func (s *seats) status() SeatStatus {
 	for c := range Class(NumClasses) {
 		st.ByClass[c].InFlight = s.inFlight[c]
 	}
-	for e := s.waiting[0].Front(); s.fair == nil && e != nil; e = e.Next() {
-		st.ByClass[e.Value.(*seatWaiter).class].Waiting++
-	}
-	for c := range Class(NumClasses) {
-		if s.fair != nil {
-			st.ByClass[c].Waiting = s.waiting[c].Len()
+	for i := range s.waiting {
+		for e := s.waiting[i].Front(); e != nil; e = e.Next() {
+			st.ByClass[e.Value.(*seatWaiter).class].Waiting++
 		}
 	}
 	return st
