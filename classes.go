@@ -37,9 +37,9 @@ func WithClass(ctx context.Context, c Class) context.Context {
 }
 
 // ClassWeights are the weights of the traffic classes: while requests of
-// several classes wait, each class is given rate slots in proportion
-// to its weight, and a class with none waiting lends its share. A zero
-// weight is the class's default (DefaultClassWeights).
+// several classes wait, each class is given rate slots and seats in
+// proportion to its weight, and a class with none waiting lends its
+// share. A zero weight is the class's default (DefaultClassWeights).
 type ClassWeights struct {
 	Write, Read, List, Event int
 }

@@ -53,8 +53,8 @@ func (c Class) String() string {
 }
 
 // Weights are the shares of the classes, indexed by Class, when their
-// requests wait together: a class with weight 4 is given four slots for
-// each one a class of weight 1 is given, while both wait; a
+// requests wait together: a class with weight 4 is given four slots (and
+// seats) for each one a class of weight 1 is given, while both wait; a
 // class with none waiting lends its share to the others. Every weight is
 // at least 1, so that no class starves.
 type Weights [NumClasses]int
