@@ -76,12 +76,6 @@ func (x *exchange) unparkLocked(s *sleeper) {
 	}
 }
 
-// waitingLocked returns the classes that have sleepers. x.mu must be
-// held.
-func (x *exchange) waitingLocked() classSet {
-	return waitingIn(&x.parked)
-}
-
 // slotCameLocked decides who sends in the slot of s, which has come at
 // now: the first sleeper, in order of arrival, of the class whose turn it
 // is, among s's class and those of the other sleepers. When that is not
@@ -89,7 +83,7 @@ func (x *exchange) waitingLocked() classSet {
 // slot would then lie beyond s's deadline is passed over. It reports
 // whether s gave its slot away and must wait on. x.mu must be held.
 func (x *exchange) slotCameLocked(s *sleeper, now time.Time) bool {
-	c, _ := x.fair.pick(x.waitingLocked().with(s.class))
+	c, _ := x.fair.pick(waitingIn(&x.parked).with(s.class))
 	for e := x.parked[c].Front(); e != nil; e = e.Next() {
 		o := e.Value.(*sleeper)
 		if o.class == s.class && o.seq > s.seq {
