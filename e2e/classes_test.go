@@ -107,10 +107,10 @@ func (r stormResult) writeP99() time.Duration { return r.writeAt(0.99) }
 
 // TestTrafficClassesUnderAStorm runs the reconciler alone, then beside a
 // storm of relists and events with the traffic classes on, then off: with
-// them, the reconciler keeps up and its writes take the next slot that
-// comes, within a timespan, where without them they wait behind the
-// relists and the reconciler falls behind; the storm is served as much,
-// 429s stay rare, and leader election never misses a renewal.
+// them, the reconciler keeps up and nine writes in ten take one of the
+// next slots and seats that come, where without them they wait behind the
+// relists and the reconciler falls behind; the storm is not starved, 429s
+// stay rare, and leader election never misses a renewal.
 func TestTrafficClassesUnderAStorm(t *testing.T) {
 	seats, err := suite.throttles[userClasses].NominalSeats(t.Context(), suite.admin)
 	require.NoError(t, err)
